@@ -1,0 +1,20 @@
+// swift-tools-version: 6.0
+// RetryKit has no package dependencies. Benchmark tooling lives in the nested package `Benchmarks/`.
+import PackageDescription
+
+let package = Package(
+    name: "RetryKit",
+    platforms: [.macOS(.v13), .iOS(.v16), .tvOS(.v16), .watchOS(.v9)],
+    products: [
+        .library(name: "RetryKit", targets: ["RetryKit"]),
+        .library(name: "RetryKitHTTP", targets: ["RetryKitHTTP"]),
+        .library(name: "RetryKitTesting", targets: ["RetryKitTesting"]),
+    ],
+    targets: [
+        .target(name: "RetryKit"),
+        .target(name: "RetryKitHTTP", dependencies: ["RetryKit"]),
+        .target(name: "RetryKitTesting", dependencies: ["RetryKit"]),
+        .testTarget(name: "RetryKitTests", dependencies: ["RetryKit", "RetryKitTesting"]),
+        .testTarget(name: "RetryKitHTTPTests", dependencies: ["RetryKitHTTP", "RetryKitTesting"]),
+    ]
+)

@@ -1,0 +1,241 @@
+import Foundation  // pow
+
+/// How long to wait before a retry, as a function of the 0-based retry index `x`.
+///
+/// `x` is 0 for the wait before the second attempt, 1 before the third, and so on: the first wait uses `f(0)`.
+///
+/// Build a strategy from one of the base curves and chain modifiers; modifiers apply in the order they are written:
+///
+/// ```swift
+/// let backoff: BackoffStrategy<ContinuousClock> =
+///     .exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter()
+/// ```
+///
+/// | strategy | f(x) |
+/// | --- | --- |
+/// | ``none`` | 0 |
+/// | ``constant(_:)`` | c |
+/// | ``linear(a:b:)`` | a·x + b |
+/// | ``exponential(a:b:)`` | a·bˣ |
+/// | ``exponential(scale:base:)`` | scale·baseˣ seconds (Alamofire's formula) |
+/// | ``decorrelatedJitter(base:cap:using:)`` | U[base, min(cap, 3·previous)) |
+/// | ``custom(_:)`` | your closure |
+/// | ``min(_:)`` | max(f(x), m) |
+/// | ``max(_:)`` | min(f(x), M) |
+/// | ``jitter(using:)`` | U[0, f(x)) (full jitter) |
+/// | ``equalJitter(using:)`` | f(x)/2 + U[0, f(x)/2) |
+/// | ``proportionalJitter(_:using:)`` | f(x)·U[1−p, 1+p] |
+///
+/// ## Never traps
+///
+/// Every value is computed in seconds as a `Double` and saturates: parameters and intermediate results are clamped to
+/// `[0, ``saturationLimit``]`, so `exponential(a: .seconds(1), b: 2).max(.seconds(60))` is 60 s at x = 10 000.
+/// Negative durations count as zero, NaN factors are documented per strategy, and results are rounded to the nearest
+/// nanosecond.
+///
+/// The clock parameter `C` only ties a strategy to the ``RetryStrategy`` and `retry` call it is used with, exactly as
+/// in the async retry library RetryKit is source-compatible with. RetryKit requires `C.Duration == Duration`, which
+/// holds for `ContinuousClock`, `SuspendingClock` and RetryKit's test clocks.
+public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
+    indirect enum Curve: Sendable {
+        case none
+        case constant(Double)
+        case linear(a: Double, b: Double)
+        case exponential(a: Double, b: Double)
+        case decorrelated(base: Double, cap: Double, RandomSource)
+        case custom(@Sendable (Int) -> Duration)
+        case atLeast(Curve, Double)
+        case atMost(Curve, Double)
+        case fullJitter(Curve, RandomSource)
+        case equalJitter(Curve, RandomSource)
+        case proportionalJitter(Curve, Double, RandomSource)
+    }
+
+    let curve: Curve
+
+    init(_ curve: Curve) {
+        self.curve = curve
+    }
+
+    /// The largest delay any strategy produces: 1 000 000 000 seconds (about 31.7 years).
+    ///
+    /// Every computation saturates at this value instead of overflowing.
+    public static var saturationLimit: Duration { .seconds(Int64(DelayMath.limitSeconds)) }
+
+    /// The delay before retry `x` (0-based: `x = 0` is the wait before the second attempt).
+    ///
+    /// - Parameters:
+    ///   - x: The 0-based retry index. Negative values count as 0.
+    ///   - previous: The delay chosen before the previous retry, if any. Only
+    ///     ``decorrelatedJitter(base:cap:using:)`` reads it.
+    /// - Returns: A delay in `[0, saturationLimit]`, rounded to the nearest nanosecond. Jittered strategies draw from
+    ///   their generator once per jitter modifier.
+    public func delay(forRetry x: Int, previous: Duration? = nil) -> Duration {
+        let prev = previous.map(DelayMath.seconds)
+        return DelayMath.duration(Self.evaluate(curve, x: Swift.max(x, 0), previous: prev))
+    }
+
+    private static func evaluate(_ curve: Curve, x: Int, previous: Double?) -> Double {
+        switch curve {
+        case .none:
+            return 0
+        case .constant(let c):
+            return c
+        case .linear(let a, let b):
+            // a, b ≤ 1e9 and x ≤ Int.max (≈ 9.2e18): the product stays finite.
+            return DelayMath.clamp(a * Double(x) + b)
+        case .exponential(let a, let b):
+            guard a > 0 else { return 0 }
+            // b ≥ 0 here; pow may return +inf, which clamps to the limit.
+            return DelayMath.clamp(a * pow(b, Double(x)))
+        case .decorrelated(let base, let cap, let random):
+            let prev = Swift.max(previous ?? base, base)
+            let high = Swift.min(cap, 3 * prev)
+            let low = Swift.min(base, high)
+            return DelayMath.clamp(low + (high - low) * random.unit())
+        case .custom(let body):
+            return DelayMath.seconds(body(x))
+        case .atLeast(let inner, let m):
+            return Swift.max(evaluate(inner, x: x, previous: previous), m)
+        case .atMost(let inner, let m):
+            return Swift.min(evaluate(inner, x: x, previous: previous), m)
+        case .fullJitter(let inner, let random):
+            return evaluate(inner, x: x, previous: previous) * random.unit()
+        case .equalJitter(let inner, let random):
+            let half = evaluate(inner, x: x, previous: previous) / 2
+            return half + half * random.unit()
+        case .proportionalJitter(let inner, let p, let random):
+            let f = evaluate(inner, x: x, previous: previous)
+            // factor in [1 - p, 1 + p]; the closed upper end is reached only when unit() would be 1, which it never is.
+            return DelayMath.clamp(f * (1 - p + 2 * p * random.unit()))
+        }
+    }
+}
+
+// MARK: - Base curves
+
+extension BackoffStrategy {
+    /// No delay between attempts: f(x) = 0.
+    ///
+    /// Runners carry out a zero delay without arming a timer or suspending.
+    public static var none: Self { Self(.none) }
+
+    /// The same delay before every retry: f(x) = c.
+    ///
+    /// - Parameter c: The delay. Negative values count as zero.
+    public static func constant(_ c: C.Duration) -> Self {
+        Self(.constant(DelayMath.seconds(c)))
+    }
+
+    /// A delay that grows linearly: f(x) = a·x + b.
+    ///
+    /// - Parameters:
+    ///   - a: The growth per retry. Negative values count as zero.
+    ///   - b: The first delay. Negative values count as zero.
+    public static func linear(a: C.Duration, b: C.Duration) -> Self {
+        Self(.linear(a: DelayMath.seconds(a), b: DelayMath.seconds(b)))
+    }
+
+    /// A delay that grows exponentially: f(x) = a·bˣ.
+    ///
+    /// Growth saturates at ``saturationLimit`` instead of overflowing, so a cap applied afterwards with ``max(_:)``
+    /// always holds, at any x.
+    ///
+    /// - Parameters:
+    ///   - a: The first delay. Negative values count as zero.
+    ///   - b: The growth factor. `+infinity` saturates from x = 1; NaN or a negative factor counts as 1 (the delay stays
+    ///     `a`); 0 gives `a` at x = 0 and 0 afterwards.
+    public static func exponential(a: C.Duration, b: Double) -> Self {
+        Self(.exponential(a: DelayMath.seconds(a), b: sanitizedFactor(b)))
+    }
+
+    /// Alamofire's exponential backoff: f(x) = scale·baseˣ seconds.
+    ///
+    /// `.exponential(scale: 0.5, base: 2)` waits 0.5 s, 1 s, 2 s, … like Alamofire's `RetryPolicy` defaults.
+    ///
+    /// - Parameters:
+    ///   - scale: The first delay, in seconds. NaN or negative counts as 0; `+infinity` saturates.
+    ///   - base: The growth factor, with the same rules as ``exponential(a:b:)``'s `b`.
+    public static func exponential(scale: Double, base: Double) -> Self {
+        Self(.exponential(a: DelayMath.clamp(scale), b: sanitizedFactor(base)))
+    }
+
+    /// Decorrelated jitter: f(x) = U[base, min(cap, 3·previous)), starting from previous = base.
+    ///
+    /// The well-known form from the AWS Architecture Blog draws `U[base, 3·previous)` and then caps the result, which
+    /// piles delays up at exactly the cap once `3·previous` exceeds it (the reason Polly dropped it). RetryKit caps the
+    /// range *before* drawing, so at the cap delays stay spread uniformly over `[base, cap)`.
+    ///
+    /// `previous` is the delay the runner chose before the previous retry (see ``delay(forRetry:previous:)``); a
+    /// previous delay below `base` counts as `base`. If `cap < base`, every delay is `cap`.
+    ///
+    /// - Parameters:
+    ///   - base: The smallest delay. Negative values count as zero.
+    ///   - cap: The largest delay. Negative values count as zero.
+    ///   - generator: The source of randomness; pass a seeded generator for reproducible delays.
+    public static func decorrelatedJitter<T: RandomNumberGenerator>(
+        base: C.Duration, cap: C.Duration, using generator: T = SystemRandomNumberGenerator()
+    ) -> Self {
+        Self(.decorrelated(base: DelayMath.seconds(base), cap: DelayMath.seconds(cap), RandomSource(generator)))
+    }
+
+    /// A delay computed by your own closure from the 0-based retry index: f(x) = body(x).
+    ///
+    /// The result is clamped to `[0, saturationLimit]`. The closure runs on the runner's queue or task, never while
+    /// RetryKit holds a lock.
+    public static func custom(_ body: @escaping @Sendable (_ retryIndex: Int) -> Duration) -> Self {
+        Self(.custom(body))
+    }
+
+    private static func sanitizedFactor(_ b: Double) -> Double {
+        b >= 0 ? b : 1  // NaN and negative factors count as 1
+    }
+}
+
+// MARK: - Modifiers
+
+extension BackoffStrategy {
+    /// Enforces a minimum delay: max(f(x), m).
+    ///
+    /// - Parameter m: The minimum. Negative values count as zero. If a later ``max(_:)`` is below `m`, the later one
+    ///   wins, because modifiers apply in order.
+    public func min(_ m: C.Duration) -> Self {
+        Self(.atLeast(curve, DelayMath.seconds(m)))
+    }
+
+    /// Caps the delay: min(f(x), M).
+    ///
+    /// - Parameter M: The cap. Negative values count as zero.
+    public func max(_ M: C.Duration) -> Self {
+        Self(.atMost(curve, DelayMath.seconds(M)))
+    }
+
+    /// Full jitter: a delay drawn uniformly from [0, f(x)).
+    ///
+    /// Unlike the library RetryKit is compatible with, this needs no macOS 15. `.none.jitter()` is 0.
+    ///
+    /// - Parameter generator: The source of randomness. A value-type generator is copied into the strategy once and
+    ///   then advances with every draw, shared by all copies of the strategy.
+    public func jitter<T: RandomNumberGenerator>(using generator: T = SystemRandomNumberGenerator()) -> Self {
+        Self(.fullJitter(curve, RandomSource(generator)))
+    }
+
+    /// Equal jitter: f(x)/2 + U[0, f(x)/2).
+    ///
+    /// Keeps at least half of the computed delay while still spreading retries.
+    public func equalJitter<T: RandomNumberGenerator>(using generator: T = SystemRandomNumberGenerator()) -> Self {
+        Self(.equalJitter(curve, RandomSource(generator)))
+    }
+
+    /// Proportional jitter: f(x)·U[1 − p, 1 + p], gRPC's form (p = 0.2 gives 0.8…1.2).
+    ///
+    /// - Parameters:
+    ///   - p: The spread, clamped to `[0, 1]`; NaN counts as 0. `0.2` by default.
+    ///   - generator: The source of randomness.
+    public func proportionalJitter<T: RandomNumberGenerator>(
+        _ p: Double = 0.2, using generator: T = SystemRandomNumberGenerator()
+    ) -> Self {
+        let spread = p > 0 ? Swift.min(p, 1) : 0
+        return Self(.proportionalJitter(curve, spread, RandomSource(generator)))
+    }
+}

@@ -1,0 +1,82 @@
+/// One attempt of a retrier, as seen by the operation and by observers.
+public struct RetryAttempt: Sendable, Hashable, CustomStringConvertible {
+    /// The attempt's number, starting at 1.
+    public let number: Int
+    /// The most attempts the retrier makes (`Int.max` when unlimited).
+    public let maxAttempts: Int
+    /// Time since the retrier started, when this attempt started.
+    public let elapsed: Duration
+
+    /// Creates an attempt description; runners create these, tests may too.
+    public init(number: Int, maxAttempts: Int, elapsed: Duration) {
+        self.number = number
+        self.maxAttempts = maxAttempts
+        self.elapsed = elapsed
+    }
+
+    /// How many retries remain if this attempt fails: `maxAttempts − number` (the blog's "retries left").
+    public var retriesLeft: Int { maxAttempts - number }
+
+    public var description: String { "attempt \(number)/\(maxAttempts == .max ? "∞" : String(maxAttempts))" }
+}
+
+/// How a retrier finished.
+public enum RetryFinishReason: Sendable, Hashable {
+    /// An attempt succeeded.
+    case succeeded
+    /// The last allowed attempt failed; the retrier finished with that attempt's error.
+    case exhausted
+    /// The strategy returned ``RetryStrategy/stop``; the retrier finished with the attempt's error.
+    case stopped
+    /// The total timeout expired ( ``RetryError/Reason-swift.enum/deadlineExceeded`` ).
+    case deadlineExceeded
+    /// The retrier was cancelled (`CancellationError`).
+    case cancelled
+    /// The configuration was invalid; no attempt ran.
+    case invalidConfiguration
+    /// A shared retry budget refused the retry.
+    case budgetExhausted
+}
+
+/// What a finished retrier reports: how it ended, how many attempts ran and how long it took.
+public struct RetrySummary: Sendable, Hashable {
+    /// How the retrier finished.
+    public let reason: RetryFinishReason
+    /// How many attempts ran (0 if none did).
+    public let attempts: Int
+    /// Time from the start of the retrier to its end, on the runner's clock or scheduler.
+    public let elapsed: Duration
+
+    /// Creates a summary; runners create these.
+    public init(reason: RetryFinishReason, attempts: Int, elapsed: Duration) {
+        self.reason = reason
+        self.attempts = attempts
+        self.elapsed = elapsed
+    }
+}
+
+/// What a retrier does next after a failed attempt.
+public enum RetryNextStep: Sendable, Hashable {
+    /// Wait this long, then run the next attempt.
+    case retry(after: Duration)
+    /// Give up: the retrier finishes for this reason.
+    case giveUp(RetryFinishReason)
+}
+
+/// An event of a running retrier, delivered in order to observers.
+///
+/// For one run, observers see `attemptStarted`, then either `attemptSucceeded` or `attemptFailed` for that attempt,
+/// and so on, and `finished` last. A cancelled retrier reports no result for the attempt in flight; it goes straight
+/// to `finished`.
+public enum RetryEvent<Value: Sendable>: Sendable {
+    /// An attempt is about to run.
+    case attemptStarted(RetryAttempt)
+    /// An attempt failed; `next` says whether and when the retrier retries.
+    case attemptFailed(RetryAttempt, error: any Error, next: RetryNextStep)
+    /// An attempt succeeded with this value.
+    case attemptSucceeded(RetryAttempt, Value)
+    /// The retrier finished; `error` is `nil` on success.
+    case finished(RetrySummary, error: (any Error)?)
+    /// An operation called its completion more than once for this attempt; the extra call was ignored.
+    case duplicateCompletion(RetryAttempt)
+}

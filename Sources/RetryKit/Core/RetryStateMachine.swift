@@ -1,0 +1,254 @@
+/// The limits of one retrier: how many attempts, how long in total, how long per attempt.
+package struct RetryConfiguration: Sendable, Hashable {
+    /// The most attempts, including the first. Must be at least 1.
+    package var maxAttempts: Int
+    /// The total time across attempts and waits, measured from the start; `nil` for none. Must not be negative.
+    package var totalTimeout: Duration?
+    /// The time one attempt may take before it counts as failed; `nil` for none. Must be positive.
+    package var attemptTimeout: Duration?
+
+    package init(maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil) {
+        self.maxAttempts = maxAttempts
+        self.totalTimeout = totalTimeout
+        self.attemptTimeout = attemptTimeout
+    }
+
+    /// A description of what is wrong, or `nil` if the configuration can run.
+    package var problem: String? {
+        if maxAttempts < 1 { return "maxAttempts must be at least 1 (got \(maxAttempts))" }
+        if let t = totalTimeout, t < .zero { return "the total timeout must not be negative (got \(t))" }
+        if let t = attemptTimeout, t <= .zero { return "the per-attempt timeout must be positive (got \(t))" }
+        return nil
+    }
+}
+
+/// The state a failed attempt leaves for the strategy: the only input a strategy's delay needs.
+package struct RetryDecisionContext: Sendable {
+    /// The 0-based retry index: 0 for the wait before the second attempt.
+    package let retryIndex: Int
+    /// The delay chosen before the previous retry, if any.
+    package let previousDelay: Duration?
+
+    /// Resolves the strategy's answer into a decision: stop, or retry after a delay.
+    ///
+    /// This is the one place where a delay is computed from a strategy. It may run user code (a custom backoff
+    /// closure, a caller's random generator), so runners call it without holding a lock.
+    package func resolve<C>(_ strategy: RetryStrategy<C>) -> RetryDecision {
+        switch strategy {
+        case .stop: return .stop
+        case .retryAfter(let delay): return .retry(after: DelayMath.clamp(delay))
+        case .backoff(let backoff): return .retry(after: backoff.delay(forRetry: retryIndex, previous: previousDelay))
+        }
+    }
+}
+
+/// A resolved strategy answer.
+package enum RetryDecision: Sendable, Hashable {
+    case stop
+    case retry(after: Duration)
+}
+
+/// How a retrier ends: everything a runner needs to emit the last events and call its completion.
+package struct RetryTermination: Sendable {
+    /// The summary for events and completions.
+    package let summary: RetrySummary
+    /// The error the retrier finishes with; `nil` on success.
+    package let error: (any Error)?
+    /// The attempt that just failed and made the retrier give up, with its error: runners emit
+    /// `attemptFailed(…, next: .giveUp(reason))` for it before `finished`.
+    package let failedAttempt: (attempt: RetryAttempt, error: any Error)?
+    /// The attempt that succeeded: runners emit `attemptSucceeded` for it before `finished`.
+    package let succeededAttempt: RetryAttempt?
+}
+
+/// The one retry engine: a pure state machine that counts attempts, chooses delays and decides when to stop.
+///
+/// Runners (the DispatchSourceTimer runner, the async runner, the bridges and the HTTP layer) feed it events with
+/// the current time, as elapsed time since the retrier started, and carry out the ``Action`` it returns. It reads no
+/// clock, touches no queue and runs no user code except through ``RetryDecisionContext/resolve(_:)``, which runners
+/// call themselves.
+///
+/// The sequence for one retrier:
+///
+/// ```
+/// start → run(1) → attemptFailed → consultStrategy → decide → retry(after: d) → waitElapsed → run(2) → …
+///                  attemptSucceeded → finish(succeeded)
+/// ```
+///
+/// Every event that does not fit the current state (a late or duplicate result, a timer that lost a race with
+/// cancel) returns ``Action/none``, so runners can forward events without checking state themselves.
+package struct RetryStateMachine: Sendable {
+    package enum Action: Sendable {
+        /// Emit `attemptStarted`, arm a timer for `timeout` if it is not `nil` (then report
+        /// ``attemptTimedOut(_:at:)``), and run the operation.
+        case run(RetryAttempt, timeout: Duration?)
+        /// Ask the strategy about the failure, resolve it with the context (without holding a lock) and report the
+        /// result with ``decide(_:at:)``.
+        case consultStrategy(RetryDecisionContext, error: any Error)
+        /// Emit `attemptFailed(…, next: .retry(after: delay))`, wait `delay` (arming no timer for zero) and report
+        /// ``waitElapsed(at:)``.
+        case retry(after: Duration, failed: RetryAttempt, error: any Error)
+        /// Cancel any timer, emit the last events and complete.
+        case finish(RetryTermination)
+        /// Nothing to do: the event was stale.
+        case none
+    }
+
+    private enum State: Sendable {
+        case idle
+        case attempting(RetryAttempt)
+        case deciding(RetryAttempt, error: any Error)
+        case waiting(nextAttempt: Int)
+        case finished
+    }
+
+    private let configuration: RetryConfiguration
+    private var state: State = .idle
+    private var attemptsRun = 0
+    private var previousDelay: Duration?
+    private var lastError: (any Error)?
+
+    package init(_ configuration: RetryConfiguration) {
+        self.configuration = configuration
+    }
+
+    /// Whether the retrier has finished.
+    package var isFinished: Bool {
+        if case .finished = state { return true }
+        return false
+    }
+
+    /// The number of the attempt currently running, if one is.
+    package var currentAttempt: Int? {
+        if case .attempting(let attempt) = state { return attempt.number }
+        return nil
+    }
+
+    /// Starts the retrier: runs attempt 1, or finishes at once if the configuration is invalid.
+    package mutating func start(at now: Duration) -> Action {
+        guard case .idle = state else { return .none }
+        if let problem = configuration.problem {
+            return finish(.invalidConfiguration, error: RetryError(.invalidConfiguration(problem)), at: now)
+        }
+        return run(1, at: now)
+    }
+
+    /// Attempt `number` succeeded.
+    package mutating func attemptSucceeded(_ number: Int, at now: Duration) -> Action {
+        guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
+        return finish(.succeeded, error: nil, at: now, succeeded: attempt)
+    }
+
+    /// Attempt `number` failed with `error`.
+    package mutating func attemptFailed(_ number: Int, error: any Error, at now: Duration) -> Action {
+        guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
+        return failed(attempt, error: error, at: now)
+    }
+
+    /// The per-attempt timer of attempt `number` fired.
+    ///
+    /// Past the total deadline the retrier gives up; otherwise the attempt fails with
+    /// ``RetryError/Reason-swift.enum/attemptTimedOut`` and the strategy is consulted as for any failure.
+    package mutating func attemptTimedOut(_ number: Int, at now: Duration) -> Action {
+        guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
+        let timeout = RetryError(.attemptTimedOut, lastError: nil, attempts: attempt.number)
+        if let deadline = configuration.totalTimeout, now >= deadline {
+            lastError = lastError ?? timeout
+            return finish(.deadlineExceeded, error: deadlineError(), at: now, failed: (attempt, timeout))
+        }
+        return failed(attempt, error: timeout, at: now)
+    }
+
+    /// The strategy's resolved answer for the failure reported by ``Action/consultStrategy(_:error:)``.
+    package mutating func decide(_ decision: RetryDecision, at now: Duration) -> Action {
+        guard case .deciding(let attempt, let error) = state else { return .none }
+        switch decision {
+        case .stop:
+            return finish(.stopped, error: error, at: now, failed: (attempt, error))
+        case .retry(let delay):
+            if let deadline = configuration.totalTimeout, now + delay >= deadline {
+                return finish(.deadlineExceeded, error: deadlineError(), at: now, failed: (attempt, error))
+            }
+            previousDelay = delay
+            state = .waiting(nextAttempt: attempt.number + 1)
+            return .retry(after: delay, failed: attempt, error: error)
+        }
+    }
+
+    /// The wait chosen by ``decide(_:at:)`` is over.
+    package mutating func waitElapsed(at now: Duration) -> Action {
+        guard case .waiting(let next) = state else { return .none }
+        return run(next, at: now)
+    }
+
+    /// The retrier is cancelled. A no-op once it has finished.
+    package mutating func cancel(at now: Duration) -> Action {
+        if isFinished { return .none }
+        return finish(.cancelled, error: CancellationError(), at: now)
+    }
+
+    // MARK: - Transitions
+
+    private mutating func run(_ number: Int, at now: Duration) -> Action {
+        var timeout = configuration.attemptTimeout
+        if let deadline = configuration.totalTimeout {
+            let left = deadline - now
+            if left <= .zero {
+                return finish(.deadlineExceeded, error: deadlineError(), at: now)
+            }
+            timeout = timeout.map { Swift.min($0, left) } ?? left
+        }
+        let attempt = RetryAttempt(number: number, maxAttempts: configuration.maxAttempts, elapsed: now)
+        attemptsRun = number
+        state = .attempting(attempt)
+        return .run(attempt, timeout: timeout)
+    }
+
+    private mutating func failed(_ attempt: RetryAttempt, error: any Error, at now: Duration) -> Action {
+        lastError = error
+        if attempt.number >= configuration.maxAttempts {
+            return finish(.exhausted, error: error, at: now, failed: (attempt, error))
+        }
+        state = .deciding(attempt, error: error)
+        let context = RetryDecisionContext(retryIndex: attempt.number - 1, previousDelay: previousDelay)
+        return .consultStrategy(context, error: error)
+    }
+
+    private func deadlineError() -> RetryError {
+        RetryError(.deadlineExceeded, lastError: lastError, attempts: attemptsRun)
+    }
+
+    private mutating func finish(
+        _ reason: RetryFinishReason, error: (any Error)?, at now: Duration,
+        failed: (attempt: RetryAttempt, error: any Error)? = nil, succeeded: RetryAttempt? = nil
+    ) -> Action {
+        state = .finished
+        let summary = RetrySummary(reason: reason, attempts: attemptsRun, elapsed: now)
+        return .finish(
+            RetryTermination(summary: summary, error: error, failedAttempt: failed, succeededAttempt: succeeded))
+    }
+}
+
+extension RetryTermination {
+    /// The events a runner emits when the retrier finishes, in order: the last attempt's result (if this termination
+    /// follows one), then `finished`. Every runner uses this so that all styles emit identical events.
+    ///
+    /// - Parameter value: The successful attempt's value; `nil` unless the retrier succeeded.
+    package func events<Value: Sendable>(value: Value?) -> [RetryEvent<Value>] {
+        var events: [RetryEvent<Value>] = []
+        if let (attempt, error) = failedAttempt {
+            events.append(.attemptFailed(attempt, error: error, next: .giveUp(summary.reason)))
+        }
+        if let attempt = succeededAttempt, let value {
+            events.append(.attemptSucceeded(attempt, value))
+        }
+        events.append(.finished(summary, error: error))
+        return events
+    }
+
+    /// The result a completion receives: the value on success, otherwise ``error``.
+    package func result<Value>(value: Value?) -> Result<Value, any Error> {
+        if let value, error == nil { return .success(value) }
+        return .failure(error ?? RetryError(.invalidConfiguration("internal: finished without a value or an error")))
+    }
+}

@@ -1,0 +1,6 @@
+import RetryKitHTTP
+import Testing
+
+@Test func httpModuleReexportsCore() {
+    #expect(BackoffStrategy<ContinuousClock>.constant(.seconds(1)).delay(forRetry: 0) == .seconds(1))
+}
