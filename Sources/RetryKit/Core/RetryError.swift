@@ -16,6 +16,8 @@ public struct RetryError: Error, Sendable, CustomStringConvertible {
         case budgetExhausted
         /// The condition gating the retrier ended while it was false.
         case conditionEnded
+        /// The operation called its completion with neither a value nor an error.
+        case missingResult
     }
 
     /// Why the retrier gave up.
@@ -40,6 +42,7 @@ public struct RetryError: Error, Sendable, CustomStringConvertible {
         case .attemptTimedOut: what = "attempt timed out"
         case .budgetExhausted: what = "retry budget exhausted"
         case .conditionEnded: what = "retry condition ended while false"
+        case .missingResult: what = "the operation completed with neither a value nor an error"
         }
         let last = lastError.map { "; last error: \($0)" } ?? ""
         return "RetryError(\(what) after \(attempts) attempt\(attempts == 1 ? "" : "s")\(last))"
