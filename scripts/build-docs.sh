@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Builds the DocC documentation of RetryKit and RetryKitHTTP with the toolchain's `docc` (no plugin, no dependency),
+# treating warnings as errors, and fails if any public symbol of the library targets lacks a doc comment.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scratch=.build-docs
+out=${DOCS_OUTPUT:-$scratch/docs}
+mkdir -p "$out"
+# dump-symbol-graph also tries the test modules and fails on them; only the library graphs are needed.
+swift package --scratch-path "$scratch" dump-symbol-graph >/dev/null 2>&1 || true
+graphs=$(find "$scratch" -type d -name symbolgraph | head -n 1)
+for module in RetryKit RetryKitHTTP RetryKitTesting; do
+    [ -f "$graphs/$module.symbols.json" ] || { echo "no symbol graph for $module"; exit 1; }
+done
+
+for module in RetryKit RetryKitHTTP RetryKitTesting; do
+    dir=$(mktemp -d)
+    cp "$graphs/$module.symbols.json" "$dir/"
+    # Extension symbol graphs (RetryKitHTTP@Foundation…) belong to the module too.
+    cp "$graphs/$module@"*.symbols.json "$dir/" 2>/dev/null || true
+    catalog=Sources/$module/$module.docc
+    args=(--additional-symbol-graph-dir "$dir" --fallback-display-name "$module"
+          --fallback-bundle-identifier "org.retrykit.$module" --warnings-as-errors
+          --output-path "$out/$module.doccarchive")
+    if [ -d "$catalog" ]; then
+        docc convert "$catalog" "${args[@]}"
+    else
+        docc convert "${args[@]}"
+    fi
+    python3 scripts/check-doc-coverage.py "$dir"
+    rm -rf "$dir"
+done
+echo "documentation built in $out"
