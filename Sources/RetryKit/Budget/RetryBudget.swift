@@ -1,0 +1,97 @@
+/// A token bucket shared by many retriers that limits how many retries they issue together.
+///
+/// When a dependency fails for everyone, independent retriers multiply the load on it by their attempt count. A
+/// shared budget caps that: every retry spends tokens, every success puts some back, and when the bucket cannot pay for
+/// a retry the retrier gives up at once with ``RetryError/Reason-swift.enum/budgetExhausted``, carrying the operation's
+/// last error. First attempts are never refused: the budget limits retries, not traffic.
+///
+/// The accounting follows the retry quota of the AWS SDKs, with gRPC's throttling idea of refusing before the bucket
+/// is empty available through `minimumBalance`:
+///
+/// - the bucket starts full, at `capacity` tokens;
+/// - a retry costs `retryCost` tokens (`timeoutRetryCost` when the failed attempt timed out) and is refused if paying
+///   would leave fewer than `minimumBalance` tokens;
+/// - a success refunds the cost of the retry that led to it, or `successRefund` tokens for a first-try success, never
+///   beyond `capacity`.
+///
+/// **Bound.** With no successes at all, the retriers sharing a budget issue at most
+/// `(capacity − minimumBalance) / retryCost` retries in total (rounded down): 100 with the defaults, however many
+/// retriers share it. Once operations succeed again, the bucket refills by at least `successRefund` per success.
+///
+/// `RetryBudget` is a class: share one instance between the retriers, policies and HTTP clients that call the same
+/// dependency. It is thread-safe.
+public final class RetryBudget: Sendable {
+    /// The tokens the bucket holds when full: `500` by default (as in the AWS SDKs).
+    public static let defaultCapacity = 500
+    /// The tokens a retry costs: `5` by default.
+    public static let defaultRetryCost = 5
+    /// The tokens a retry after a timed-out attempt costs: `10` by default.
+    public static let defaultTimeoutRetryCost = 10
+    /// The tokens a first-try success refunds: `1` by default.
+    public static let defaultSuccessRefund = 1
+
+    /// The tokens the bucket holds when full.
+    public let capacity: Int
+    /// The tokens a retry costs.
+    public let retryCost: Int
+    /// The tokens a retry after a timed-out attempt costs.
+    public let timeoutRetryCost: Int
+    /// The tokens a first-try success refunds.
+    public let successRefund: Int
+    /// A retry is refused if paying for it would leave fewer tokens than this.
+    public let minimumBalance: Int
+
+    private let tokens: Locked<Int>
+
+    /// Creates a full budget.
+    ///
+    /// Negative values count as zero, and `minimumBalance` is capped at `capacity`, so any combination is valid: a
+    /// zero `capacity` refuses every retry; a zero `retryCost` never refuses one.
+    ///
+    /// - Parameters:
+    ///   - capacity: The tokens the bucket holds when full. ``defaultCapacity`` by default.
+    ///   - retryCost: The tokens a retry costs. ``defaultRetryCost`` by default.
+    ///   - timeoutRetryCost: The tokens a retry after a timed-out attempt costs. ``defaultTimeoutRetryCost`` by default.
+    ///   - successRefund: The tokens a first-try success refunds. ``defaultSuccessRefund`` by default.
+    ///   - minimumBalance: Refuse retries that would leave fewer tokens than this. `0` by default.
+    public init(
+        capacity: Int = RetryBudget.defaultCapacity,
+        retryCost: Int = RetryBudget.defaultRetryCost,
+        timeoutRetryCost: Int = RetryBudget.defaultTimeoutRetryCost,
+        successRefund: Int = RetryBudget.defaultSuccessRefund,
+        minimumBalance: Int = 0
+    ) {
+        self.capacity = Swift.max(capacity, 0)
+        self.retryCost = Swift.max(retryCost, 0)
+        self.timeoutRetryCost = Swift.max(timeoutRetryCost, 0)
+        self.successRefund = Swift.max(successRefund, 0)
+        self.minimumBalance = Swift.min(Swift.max(minimumBalance, 0), self.capacity)
+        self.tokens = Locked(self.capacity)
+    }
+
+    /// The tokens in the bucket now.
+    public var availableTokens: Int { tokens.withLock { $0 } }
+
+    /// Pays for one retry if the bucket allows it.
+    ///
+    /// - Parameter afterTimeout: Whether the failed attempt timed out (costs ``timeoutRetryCost``).
+    /// - Returns: The tokens paid, or `nil` if the retry is refused.
+    package func withdraw(afterTimeout: Bool) -> Int? {
+        let cost = afterTimeout ? timeoutRetryCost : retryCost
+        return tokens.withLock { balance in
+            // balance ≥ minimumBalance ≥ 0 and cost ≥ 0: the subtraction cannot overflow.
+            guard balance - cost >= minimumBalance else { return nil }
+            balance -= cost
+            return cost
+        }
+    }
+
+    /// Records a success: refunds `paid` tokens (what the retry that led to the success cost), or
+    /// ``successRefund`` for a first-try success.
+    package func deposit(refundOf paid: Int?) {
+        let refund = paid ?? successRefund
+        tokens.withLock { balance in
+            balance = refund >= capacity - balance ? capacity : balance + refund
+        }
+    }
+}
