@@ -10,7 +10,12 @@ enum DelayMath {
     static let limitSeconds: Double = 1_000_000_000
 
     /// `d` in seconds, clamped to `[0, limitSeconds]`.
+    ///
+    /// Clamps before reading `components`, which traps for durations beyond `Int64` seconds (for example
+    /// `.seconds(Int64.max) + .seconds(1)`).
     static func seconds(_ d: Duration) -> Double {
+        if d <= .zero { return 0 }
+        if d >= .seconds(Int64(limitSeconds)) { return limitSeconds }
         let parts = d.components
         return clamp(Double(parts.seconds) + Double(parts.attoseconds) * 1e-18)
     }
