@@ -39,6 +39,13 @@ enum DelayMath {
         return .seconds(secs) + .nanoseconds(Int64(nanos))
     }
 
+    /// `d` clamped to `[0, limit]` and rounded down to a whole number of nanoseconds.
+    static func wholeNanoseconds(_ d: Duration) -> Duration {
+        let parts = clamp(d).components  // in range after clamping: cannot trap
+        return Duration(
+            secondsComponent: parts.seconds, attosecondsComponent: parts.attoseconds / 1_000_000_000 * 1_000_000_000)
+    }
+
     /// `d` clamped to `[0, limit]` without a detour through `Double` when it is already in range.
     static func clamp(_ d: Duration) -> Duration {
         if d <= .zero { return .zero }
