@@ -172,7 +172,8 @@ extension BackoffStrategy {
     /// range *before* drawing, so at the cap delays stay spread uniformly over `[base, cap)`.
     ///
     /// `previous` is the delay the runner chose before the previous retry (see ``delay(forRetry:previous:)``); a
-    /// previous delay below `base` counts as `base`. If `cap < base`, every delay is `cap`.
+    /// previous delay below `base` counts as `base`. If `cap < base`, every delay is `cap`; if `base` is 0, every delay
+    /// is 0 (the range never grows from nothing).
     ///
     /// - Parameters:
     ///   - base: The smallest delay. Negative values count as zero.
