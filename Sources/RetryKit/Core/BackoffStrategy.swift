@@ -45,7 +45,8 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
         case decorrelated(base: Double, cap: Double, RandomSource)
         case custom(@Sendable (Int) -> Duration)
         case atLeast(Curve, Double)
-        case atMost(Curve, Double)
+        /// The cap is clamped and rounded down to whole nanoseconds (see ``BackoffStrategy/max(_:)``).
+        case atMost(Curve, Duration)
         case fullJitter(Curve, RandomSource)
         case equalJitter(Curve, RandomSource)
         case proportionalJitter(Curve, Double, RandomSource)
@@ -72,7 +73,11 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
     ///   their generator once per jitter modifier.
     public func delay(forRetry x: Int, previous: Duration? = nil) -> Duration {
         let prev = previous.map(DelayMath.seconds)
-        return DelayMath.duration(Self.evaluate(curve, x: Swift.max(x, 0), previous: prev))
+        let delay = DelayMath.duration(Self.evaluate(curve, x: Swift.max(x, 0), previous: prev))
+        // The round trip through Double can overshoot a cap by one rounding step (near the limit, where a Double is
+        // coarser than a nanosecond), so an outermost `max(_:)` is applied once more, exactly.
+        if case .atMost(_, let cap) = curve { return Swift.min(delay, cap) }
+        return delay
     }
 
     private static func evaluate(_ curve: Curve, x: Int, previous: Double?) -> Double {
@@ -98,7 +103,7 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
         case .atLeast(let inner, let m):
             return Swift.max(evaluate(inner, x: x, previous: previous), m)
         case .atMost(let inner, let m):
-            return Swift.min(evaluate(inner, x: x, previous: previous), m)
+            return Swift.min(evaluate(inner, x: x, previous: previous), DelayMath.seconds(m))
         case .fullJitter(let inner, let random):
             return evaluate(inner, x: x, previous: previous) * random.unit()
         case .equalJitter(let inner, let random):
@@ -167,7 +172,8 @@ extension BackoffStrategy {
     /// range *before* drawing, so at the cap delays stay spread uniformly over `[base, cap)`.
     ///
     /// `previous` is the delay the runner chose before the previous retry (see ``delay(forRetry:previous:)``); a
-    /// previous delay below `base` counts as `base`. If `cap < base`, every delay is `cap`.
+    /// previous delay below `base` counts as `base`. If `cap < base`, every delay is `cap`; if `base` is 0, every delay
+    /// is 0 (the range never grows from nothing).
     ///
     /// - Parameters:
     ///   - base: The smallest delay. Negative values count as zero.
@@ -205,9 +211,12 @@ extension BackoffStrategy {
 
     /// Caps the delay: min(f(x), M).
     ///
-    /// - Parameter M: The cap. Negative values count as zero.
+    /// When `max` is the last modifier, the delay never exceeds `M`, exactly, at any x.
+    ///
+    /// - Parameter M: The cap. Negative values count as zero; a cap that is not a whole number of nanoseconds is
+    ///   rounded down to one, like every delay.
     public func max(_ M: C.Duration) -> Self {
-        Self(.atMost(curve, DelayMath.seconds(M)))
+        Self(.atMost(curve, DelayMath.wholeNanoseconds(M)))
     }
 
     /// Full jitter: a delay drawn uniformly from [0, f(x)).

@@ -10,7 +10,12 @@ enum DelayMath {
     static let limitSeconds: Double = 1_000_000_000
 
     /// `d` in seconds, clamped to `[0, limitSeconds]`.
+    ///
+    /// Clamps before reading `components`, which traps for durations beyond `Int64` seconds (for example
+    /// `.seconds(Int64.max) + .seconds(1)`).
     static func seconds(_ d: Duration) -> Double {
+        if d <= .zero { return 0 }
+        if d >= .seconds(Int64(limitSeconds)) { return limitSeconds }
         let parts = d.components
         return clamp(Double(parts.seconds) + Double(parts.attoseconds) * 1e-18)
     }
@@ -32,6 +37,13 @@ enum DelayMath {
             nanos = 0
         }
         return .seconds(secs) + .nanoseconds(Int64(nanos))
+    }
+
+    /// `d` clamped to `[0, limit]` and rounded down to a whole number of nanoseconds.
+    static func wholeNanoseconds(_ d: Duration) -> Duration {
+        let parts = clamp(d).components  // in range after clamping: cannot trap
+        return Duration(
+            secondsComponent: parts.seconds, attosecondsComponent: parts.attoseconds / 1_000_000_000 * 1_000_000_000)
     }
 
     /// `d` clamped to `[0, limit]` without a detour through `Double` when it is already in range.

@@ -29,6 +29,12 @@ package struct RetryDecisionContext: Sendable {
     /// The delay chosen before the previous retry, if any.
     package let previousDelay: Duration?
 
+    /// Creates a context; the state machine creates these for runners, tests and test support may too.
+    package init(retryIndex: Int, previousDelay: Duration?) {
+        self.retryIndex = retryIndex
+        self.previousDelay = previousDelay
+    }
+
     /// Resolves the strategy's answer into a decision: stop, or retry after a delay.
     ///
     /// This is the one place where a delay is computed from a strategy. It may run user code (a custom backoff
