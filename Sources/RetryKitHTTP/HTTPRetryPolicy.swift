@@ -8,8 +8,8 @@ import Foundation
 /// `Retry-After`, jitter, a delay cap and idempotency rules.
 ///
 /// The policy is a value. It decides; it does not count attempts or compute delays. For each failed attempt it picks a
-/// ``RetryStrategy``: ``RetryStrategy/backoff(_:)`` with ``backoff``, ``RetryStrategy/retryAfter(_:)`` with the
-/// server's hint, or ``RetryStrategy/stop``. RetryKit's core counts attempts (``maxAttempts`` = ``retryLimit`` + 1)
+/// `RetryStrategy`: `RetryStrategy.backoff` with ``backoff``, `RetryStrategy.retryAfter` with the
+/// server's hint, or `RetryStrategy.stop`. RetryKit's core counts attempts (``maxAttempts`` = ``retryLimit`` + 1)
 /// and turns the strategy into a delay.
 ///
 /// ```swift
@@ -24,20 +24,20 @@ import Foundation
 /// ## How a failed attempt is decided
 ///
 /// 1. **Cancellation is never retried**: `CancellationError`, `URLError.cancelled` (also as an `NSError` in
-///    `NSURLErrorDomain`) → ``RetryStrategy/stop``, whatever the sets and custom decisions say.
+///    `NSURLErrorDomain`) → `RetryStrategy.stop`, whatever the sets and custom decisions say.
 /// 2. **The method must be safe to repeat** (RFC 9110 §9.2.2): it is in ``retryableHTTPMethods``, or the request has
 ///    an `Idempotency-Key` header (when ``retryRequestsWithIdempotencyKey``), or ``retryNonIdempotentRequests`` is
-///    set. Otherwise → ``RetryStrategy/stop``.
+///    set. Otherwise → `RetryStrategy.stop`.
 /// 3. **A response** (``HTTPStatusError``, or ``decision(for:response:data:now:)``):
 ///    - a status in ``retryAfterStatusCodes`` (429, 503) with a valid `Retry-After` (both forms, see ``RetryAfter``)
-///      → ``RetryStrategy/retryAfter(_:)`` with exactly that delay if it is at most ``maximumRetryAfter``; a longer
-///      hint → ``RetryStrategy/stop`` at once, so the caller gets the response now instead of after a pointless
+///      → `RetryStrategy.retryAfter` with exactly that delay if it is at most ``maximumRetryAfter``; a longer
+///      hint → `RetryStrategy.stop` at once, so the caller gets the response now instead of after a pointless
 ///      sleep. (A hint that ends after the retrier's total deadline also gives up at once: the core checks that.)
-///    - otherwise a status in ``retryableHTTPStatusCodes`` → ``RetryStrategy/backoff(_:)`` with ``backoff``;
-///    - anything else → ``RetryStrategy/stop``. So 429 without a usable hint is not retried, as in Alamofire.
+///    - otherwise a status in ``retryableHTTPStatusCodes`` → `RetryStrategy.backoff` with ``backoff``;
+///    - anything else → `RetryStrategy.stop`. So 429 without a usable hint is not retried, as in Alamofire.
 /// 4. **An error**: a `URLError` (or `NSURLErrorDomain` `NSError`) whose code is in ``retryableURLErrorCodes`` →
-///    ``RetryStrategy/backoff(_:)``. A RetryKit per-attempt timeout (``RetryError/Reason-swift.enum/attemptTimedOut``)
-///    counts as `URLError.timedOut`. Any other error → ``RetryStrategy/stop``.
+///    `RetryStrategy.backoff`. A RetryKit per-attempt timeout (`RetryError.Reason.attemptTimedOut`)
+///    counts as `URLError.timedOut`. Any other error → `RetryStrategy.stop`.
 /// 5. **Custom decisions** added with ``deciding(_:)`` run last, in the order added, each receiving the previous
 ///    proposal; they can override anything except step 1.
 ///
@@ -91,7 +91,7 @@ public struct HTTPRetryPolicy: Sendable {
     /// counts as zero.
     public var maximumRetryAfter: Duration
     /// The cap on each backoff delay, applied before jitter; `nil` for no cap (delays then saturate at
-    /// ``BackoffStrategy/saturationLimit``).
+    /// `BackoffStrategy.saturationLimit`).
     public var maximumDelay: Duration?
     /// How backoff delays are spread.
     public var jitter: Jitter

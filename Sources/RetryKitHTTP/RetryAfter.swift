@@ -21,7 +21,7 @@ import Foundation
 /// - **delay-seconds** is one or more ASCII digits. Spaces and tabs around the value are ignored. A sign (`-5`, `+5`),
 ///   a fraction (`1.5`), an exponent or any other character makes the value invalid (`nil`): the grammar is
 ///   `1*DIGIT`, and a client that rounded `1.5` either way would be guessing what the server meant. Leading zeros are
-///   fine. Values beyond ``BackoffStrategy/saturationLimit`` (10⁹ s), however many digits, saturate at that limit.
+///   fine. Values beyond `BackoffStrategy.saturationLimit` (10⁹ s), however many digits, saturate at that limit.
 /// - **HTTP-date** is accepted in all three forms recipients must accept (RFC 9110 §5.6.7), case-insensitively:
 ///   - IMF-fixdate: `Sun, 06 Nov 1994 08:49:37 GMT`
 ///   - obsolete RFC 850: `Sunday, 06-Nov-94 08:49:37 GMT`; a two-digit year is read as the year with those last two
@@ -83,7 +83,7 @@ public enum RetryAfter {
 
     // MARK: - Helpers
 
-    /// The largest number of seconds a hint can ask for: ``BackoffStrategy/saturationLimit``.
+    /// The largest number of seconds a hint can ask for: `BackoffStrategy.saturationLimit`.
     static var limitSeconds: Int64 {
         BackoffStrategy<ContinuousClock>.saturationLimit.components.seconds
     }
