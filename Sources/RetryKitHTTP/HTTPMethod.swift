@@ -1,0 +1,59 @@
+/// An HTTP request method, compared exactly as sent (methods are case-sensitive, RFC 9110 §9.1).
+///
+/// `URLRequest` itself uppercases the standard methods (`"get"` is sent as `GET`); other methods go out as written.
+///
+/// Spelled like Alamofire's `HTTPMethod`, so `[.get, .put]` reads the same after migrating, and expressible as a
+/// string literal for methods without a constant:
+///
+/// ```swift
+/// var policy = HTTPRetryPolicy()
+/// policy.retryableHTTPMethods.insert("PROPFIND")
+/// ```
+public struct HTTPMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+    /// The method token, for example `"GET"`.
+    public let rawValue: String
+
+    /// A method from its token, used exactly as given.
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    /// A method from its token, used exactly as given.
+    public init(_ rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    public init(stringLiteral value: String) {
+        self.rawValue = value
+    }
+
+    public var description: String { rawValue }
+
+    /// `CONNECT`: not idempotent.
+    public static let connect: HTTPMethod = "CONNECT"
+    /// `DELETE`: idempotent.
+    public static let delete: HTTPMethod = "DELETE"
+    /// `GET`: safe and idempotent.
+    public static let get: HTTPMethod = "GET"
+    /// `HEAD`: safe and idempotent.
+    public static let head: HTTPMethod = "HEAD"
+    /// `OPTIONS`: safe and idempotent.
+    public static let options: HTTPMethod = "OPTIONS"
+    /// `PATCH`: not idempotent (RFC 5789).
+    public static let patch: HTTPMethod = "PATCH"
+    /// `POST`: not idempotent.
+    public static let post: HTTPMethod = "POST"
+    /// `PUT`: idempotent.
+    public static let put: HTTPMethod = "PUT"
+    /// `QUERY`: safe and idempotent (the IETF draft for a safe method with a body).
+    public static let query: HTTPMethod = "QUERY"
+    /// `TRACE`: safe and idempotent.
+    public static let trace: HTTPMethod = "TRACE"
+
+    /// The methods RFC 9110 §9.2.2 defines as idempotent: repeating the request has the same intended effect as
+    /// sending it once, so a client may retry it automatically. `QUERY` is added as its draft specifies.
+    public static let idempotentMethods: Set<HTTPMethod> = [.delete, .get, .head, .options, .put, .query, .trace]
+
+    /// Whether the method is in ``idempotentMethods``.
+    public var isIdempotent: Bool { Self.idempotentMethods.contains(self) }
+}

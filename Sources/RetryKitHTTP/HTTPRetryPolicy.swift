@@ -1,0 +1,460 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Which failed HTTP attempts to retry and how long to wait: Alamofire's `RetryPolicy` parameters and defaults, plus
+/// `Retry-After`, jitter, a delay cap and idempotency rules.
+///
+/// The policy is a value. It decides; it does not count attempts or compute delays. For each failed attempt it picks a
+/// `RetryStrategy`: `RetryStrategy.backoff` with ``backoff``, `RetryStrategy.retryAfter` with the
+/// server's hint, or `RetryStrategy.stop`. RetryKit's core counts attempts (``maxAttempts`` = ``retryLimit`` + 1)
+/// and turns the strategy into a delay.
+///
+/// ```swift
+/// var policy = HTTPRetryPolicy()                  // Alamofire's defaults, with jitter, a cap and Retry-After
+/// policy.retryLimit = 4
+/// let endpointPolicy = policy.adding(statusCodes: [409])
+///
+/// // Plugs into any RetryKit runner as its strategy closure:
+/// let strategy = endpointPolicy.strategy(for: request)    // @Sendable (any Error) -> RetryStrategy<ContinuousClock>
+/// ```
+///
+/// ## How a failed attempt is decided
+///
+/// 1. **Cancellation is never retried**: `CancellationError`, `URLError.cancelled` (also as an `NSError` in
+///    `NSURLErrorDomain`) → `RetryStrategy.stop`, whatever the sets and custom decisions say.
+/// 2. **The method must be safe to repeat** (RFC 9110 §9.2.2): it is in ``retryableHTTPMethods``, or the request has
+///    an `Idempotency-Key` header (when ``retryRequestsWithIdempotencyKey``), or ``retryNonIdempotentRequests`` is
+///    set. Otherwise → `RetryStrategy.stop`.
+/// 3. **A response** (``HTTPStatusError``, or ``decision(for:response:data:now:)``):
+///    - a status in ``retryAfterStatusCodes`` (429, 503) with a valid `Retry-After` (both forms, see ``RetryAfter``)
+///      → `RetryStrategy.retryAfter` with exactly that delay if it is at most ``maximumRetryAfter``; a longer
+///      hint → `RetryStrategy.stop` at once, so the caller gets the response now instead of after a pointless
+///      sleep. (A hint that ends after the retrier's total deadline also gives up at once: the core checks that.)
+///    - otherwise a status in ``retryableHTTPStatusCodes`` → `RetryStrategy.backoff` with ``backoff``;
+///    - anything else → `RetryStrategy.stop`. So 429 without a usable hint is not retried, as in Alamofire.
+/// 4. **An error**: a `URLError` (or `NSURLErrorDomain` `NSError`) whose code is in ``retryableURLErrorCodes`` →
+///    `RetryStrategy.backoff`. A RetryKit per-attempt timeout (`RetryError.Reason.attemptTimedOut`)
+///    counts as `URLError.timedOut`. Any other error → `RetryStrategy.stop`.
+/// 5. **Custom decisions** added with ``deciding(_:)`` run last, in the order added, each receiving the previous
+///    proposal; they can override anything except step 1.
+///
+/// With the default parameters, these decisions equal Alamofire's for every method, status code and URL error code, except that a
+/// non-idempotent request with an `Idempotency-Key` is retried and 429/503 with a `Retry-After` wait as asked (or give
+/// up if asked to wait too long). ``alamofireCompatible`` removes those differences and the jitter and cap, for teams
+/// that need Alamofire's exact behaviour while migrating.
+public struct HTTPRetryPolicy: Sendable {
+    /// A decision added with ``deciding(_:)``: given the attempt's context and the policy's proposal, the strategy to
+    /// use. It runs on the runner's queue or task, never while RetryKit holds a lock; keep it pure, since it may be
+    /// asked more than once about the same attempt.
+    public typealias Decision =
+        @Sendable (_ context: HTTPRetryContext, _ proposed: RetryStrategy<ContinuousClock>)
+        -> RetryStrategy<ContinuousClock>
+
+    /// How the policy spreads its backoff delays.
+    public enum Jitter: Sendable, Hashable {
+        /// No jitter: exactly `min(scale·baseⁿ, maximumDelay)` (Alamofire's lockstep retries).
+        case none
+        /// Full jitter: uniform in `[0, min(scale·baseⁿ, maximumDelay))`.
+        case full
+        /// Equal jitter: half the delay plus uniform in `[0, half)`.
+        case equal
+        /// Proportional jitter: the delay times uniform in `[1 − p, 1 + p]` (`p` clamped to `[0, 1]`). Applied after
+        /// the cap, so a delay can exceed ``HTTPRetryPolicy/maximumDelay`` by the factor `1 + p`.
+        case proportional(Double)
+    }
+
+    // MARK: Alamofire's parameters
+
+    /// How many times a request may be retried after its first attempt (Alamofire's meaning). RetryKit runs at most
+    /// ``maxAttempts`` = `retryLimit + 1` attempts.
+    public var retryLimit: UInt
+    /// The growth factor of the backoff, `scale·baseⁿ`. Alamofire requires at least 2; RetryKit accepts any value:
+    /// 1 gives a constant delay, 0 gives `scale` then zero.
+    public var exponentialBackoffBase: UInt
+    /// The first backoff delay, in seconds. NaN or negative counts as zero; infinity saturates.
+    public var exponentialBackoffScale: Double
+    /// The methods that may be retried without further evidence that repeating them is safe.
+    public var retryableHTTPMethods: Set<HTTPMethod>
+    /// The status codes that are retried with the backoff.
+    public var retryableHTTPStatusCodes: Set<Int>
+    /// The `URLError` codes that are retried with the backoff. `URLError.cancelled` is never retried, even if added.
+    public var retryableURLErrorCodes: Set<URLError.Code>
+
+    // MARK: Beyond Alamofire
+
+    /// The status codes whose `Retry-After` header is honoured: the retry waits exactly as long as the server asks.
+    public var retryAfterStatusCodes: Set<Int>
+    /// The longest `Retry-After` the policy waits for; a longer hint gives up at once with the response. Negative
+    /// counts as zero.
+    public var maximumRetryAfter: Duration
+    /// The cap on each backoff delay, applied before jitter; `nil` for no cap (delays then saturate at
+    /// `BackoffStrategy.saturationLimit`).
+    public var maximumDelay: Duration?
+    /// How backoff delays are spread.
+    public var jitter: Jitter
+    /// Whether a request with a method outside ``retryableHTTPMethods`` is retried when it carries a non-empty
+    /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats.
+    public var retryRequestsWithIdempotencyKey: Bool
+    /// Whether requests are retried whatever their method. Set this only if every endpoint the policy is used with
+    /// can safely receive the same request twice.
+    public var retryNonIdempotentRequests: Bool
+
+    var decisions: [Decision] = []
+
+    /// A policy with Alamofire's parameter names and defaults, plus RetryKit's defaults for the rest.
+    ///
+    /// Every parameter defaults to the matching `default…` constant; ``retryNonIdempotentRequests`` starts `false`
+    /// and ``retryRequestsWithIdempotencyKey`` `true`.
+    public init(
+        retryLimit: UInt = defaultRetryLimit,
+        exponentialBackoffBase: UInt = defaultExponentialBackoffBase,
+        exponentialBackoffScale: Double = defaultExponentialBackoffScale,
+        retryableHTTPMethods: Set<HTTPMethod> = defaultRetryableHTTPMethods,
+        retryableHTTPStatusCodes: Set<Int> = defaultRetryableHTTPStatusCodes,
+        retryableURLErrorCodes: Set<URLError.Code> = defaultRetryableURLErrorCodes
+    ) {
+        self.retryLimit = retryLimit
+        self.exponentialBackoffBase = exponentialBackoffBase
+        self.exponentialBackoffScale = exponentialBackoffScale
+        self.retryableHTTPMethods = retryableHTTPMethods
+        self.retryableHTTPStatusCodes = retryableHTTPStatusCodes
+        self.retryableURLErrorCodes = retryableURLErrorCodes
+        self.retryAfterStatusCodes = Self.defaultRetryAfterStatusCodes
+        self.maximumRetryAfter = Self.defaultMaximumRetryAfter
+        self.maximumDelay = Self.defaultMaximumDelay
+        self.jitter = Self.defaultJitter
+        self.retryRequestsWithIdempotencyKey = true
+        self.retryNonIdempotentRequests = false
+    }
+
+    /// Alamofire's `RetryPolicy` exactly: the same decisions and the same delays, `scale·baseⁿ` seconds with no
+    /// jitter and no cap (0.5 s, 1 s, 2 s, … with the defaults), no `Retry-After`, and no retry of non-idempotent
+    /// methods because of an `Idempotency-Key`.
+    ///
+    /// For migrating teams whose tests or servers depend on Alamofire's timing. Cancellation is still never retried,
+    /// which Alamofire's defaults also do not do.
+    public static var alamofireCompatible: HTTPRetryPolicy {
+        var policy = HTTPRetryPolicy()
+        policy.jitter = .none
+        policy.maximumDelay = nil
+        policy.retryAfterStatusCodes = []
+        policy.retryRequestsWithIdempotencyKey = false
+        return policy
+    }
+
+    /// The number of attempts, first one included, that ``retryLimit`` allows: `retryLimit + 1`, saturating at
+    /// `Int.max`. Give this to the runner.
+    public var maxAttempts: Int {
+        retryLimit >= UInt(Int.max) ? Int.max : Int(retryLimit) + 1
+    }
+
+    /// The backoff the policy uses for retryable statuses and errors:
+    /// `.exponential(scale: exponentialBackoffScale, base: exponentialBackoffBase)`, then `.max(maximumDelay)` if set,
+    /// then the ``jitter``.
+    ///
+    /// With the defaults, the wait before retry `n` (0-based) is uniform in `[0, min(0.5·2ⁿ, 30) s)`.
+    public var backoff: BackoffStrategy<ContinuousClock> {
+        var strategy = BackoffStrategy<ContinuousClock>.exponential(
+            scale: exponentialBackoffScale, base: Double(exponentialBackoffBase))
+        if let maximumDelay { strategy = strategy.max(maximumDelay) }
+        switch jitter {
+        case .none: return strategy
+        case .full: return strategy.jitter()
+        case .equal: return strategy.equalJitter()
+        case .proportional(let p): return strategy.proportionalJitter(p)
+        }
+    }
+}
+
+// MARK: - Defaults
+
+extension HTTPRetryPolicy {
+    /// Retries after the first attempt: 2, as in Alamofire (3 attempts in all).
+    public static let defaultRetryLimit: UInt = 2
+
+    /// The backoff's growth factor: 2, as in Alamofire.
+    public static let defaultExponentialBackoffBase: UInt = 2
+
+    /// The first backoff delay: 0.5 s, as in Alamofire.
+    public static let defaultExponentialBackoffScale: Double = 0.5
+
+    /// The methods retried by default, as in Alamofire: the idempotent methods of RFC 9110 §9.2.2.
+    public static let defaultRetryableHTTPMethods: Set<HTTPMethod> = [
+        .delete,  // idempotent by definition, though a server may not implement it that way
+        .get,  // safe: reading twice changes nothing
+        .head,  // safe: like GET without a body
+        .options,  // safe: asks what the server supports
+        .put,  // idempotent: the second PUT stores the same representation again
+        .trace,  // safe: echoes the request back
+    ]
+
+    /// The status codes retried with the backoff by default, as in Alamofire.
+    public static let defaultRetryableHTTPStatusCodes: Set<Int> = [
+        408,  // Request Timeout: the server gave up waiting for the request; sending it again may be quicker
+        500,  // Internal Server Error: often a passing fault in the server
+        502,  // Bad Gateway: the upstream behind a proxy failed; it may recover
+        503,  // Service Unavailable: overloaded or in maintenance, by definition temporary
+        504,  // Gateway Timeout: the upstream was too slow this time
+    ]
+
+    /// The status codes whose `Retry-After` header is honoured by default: 429 Too Many Requests (RFC 6585) and
+    /// 503 Service Unavailable (RFC 9110 §15.6.4).
+    public static let defaultRetryAfterStatusCodes: Set<Int> = [429, 503]
+
+    /// The longest `Retry-After` honoured by default: 60 seconds. A server asking for longer is usually in a state a
+    /// user should hear about now rather than after a silent minute.
+    public static let defaultMaximumRetryAfter: Duration = .seconds(60)
+
+    /// The default cap on a backoff delay: 30 seconds, applied before jitter. With the default retry limit the
+    /// delays (0.5 s, 1 s) never reach it; it keeps a raised ``retryLimit`` from growing waits without bound.
+    public static let defaultMaximumDelay: Duration? = .seconds(30)
+
+    /// The default jitter: ``Jitter/full``.
+    ///
+    /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
+    /// network blip) retries at the same moment again. Full jitter spreads those retries over the whole interval; in
+    /// the published contention simulation it needed the fewest calls and finished close to the fastest of the
+    /// strategies compared (equal jitter kept half the delay fixed and was slower; decorrelated jitter used more
+    /// calls). The cap applies before the jitter, so at the cap delays stay spread over `[0, cap)` instead of piling
+    /// up at exactly the cap.
+    public static let defaultJitter: Jitter = .full
+
+    /// The name of the header that marks a non-idempotent request as safe to repeat: `Idempotency-Key`.
+    public static let idempotencyKeyHeader = "Idempotency-Key"
+
+    /// The `URLError` codes retried by default: the 18 codes Alamofire's `RetryPolicy` enables. The codes it leaves
+    /// out are listed as comments with the reason.
+    public static let defaultRetryableURLErrorCodes: Set<URLError.Code> = [
+        // Retried: conditions that can clear up while the app keeps running.
+        .backgroundSessionInUseByAnotherProcess,  // the other process may release the background session
+        .backgroundSessionWasDisconnected,  // the app was suspended mid-transfer; once it runs again it can resume
+        .badServerResponse,  // a garbled or missing reply; the next one may be well formed
+        .callIsActive,  // a phone call blocks data on this network; the call will end
+        .cannotConnectToHost,  // the host refused or was unreachable; it may be restarting
+        .cannotFindHost,  // name resolution failed; DNS often recovers quickly
+        .cannotLoadFromNetwork,  // a cache-only load missed; the cache may be filled meanwhile
+        .dataNotAllowed,  // cellular data is switched off; the device may join Wi-Fi
+        .dnsLookupFailed,  // the DNS lookup failed; usually a transient failure
+        .downloadDecodingFailedMidStream,  // the encoded download broke off; the server may send it intact next time
+        .downloadDecodingFailedToComplete,  // the download could not be decoded at the end; same as above
+        .internationalRoamingOff,  // roaming data is off; the device may join Wi-Fi
+        .networkConnectionLost,  // the connection dropped mid-request; a fresh connection may hold
+        .notConnectedToInternet,  // offline right now; connectivity may come back
+        .secureConnectionFailed,  // the TLS handshake failed for an unstated reason; may be transient
+        .serverCertificateHasBadDate,  // the certificate's dates are off; it may be renewed, or the clock corrected
+        .serverCertificateNotYetValid,  // the certificate becomes valid soon, or the device clock gets corrected
+        .timedOut,  // no answer in time, cause unknown; the next attempt may be faster
+
+        // Not retried: repeating the same request cannot change the outcome.
+        // .appTransportSecurityRequiresSecureConnection,  // ATS rules are fixed when the app is built
+        // .backgroundSessionRequiresSharedContainer,  // a configuration mistake; it does not change at run time
+        // .badURL,  // the URL itself is malformed
+        // .cancelled,  // the client cancelled; never retried, even if added here
+        // .cannotCloseFile,  // a local file-system failure; the network is not the problem
+        // .cannotCreateFile,  // a local file-system failure
+        // .cannotDecodeContentData,  // the content encoding is unknown; the server will send the same one again
+        // .cannotDecodeRawData,  // the content cannot be decoded; the server will send the same bytes again
+        // .cannotMoveFile,  // a local file-system failure
+        // .cannotOpenFile,  // a local file-system failure
+        // .cannotParseResponse,  // the reply cannot be parsed; the same server will likely reply the same way
+        // .cannotRemoveFile,  // a local file-system failure
+        // .cannotWriteToFile,  // a local file-system failure
+        // .clientCertificateRejected,  // the same certificate will be rejected again
+        // .clientCertificateRequired,  // no certificate will appear by retrying
+        // .dataLengthExceedsMaximum,  // the resource stays too large
+        // .fileDoesNotExist,  // the file stays missing
+        // .fileIsDirectory,  // a directory does not turn into a file
+        // .httpTooManyRedirects,  // a redirect loop does not fix itself within seconds
+        // .noPermissionsToReadFile,  // permissions are not granted by retrying
+        // .redirectToNonExistentLocation,  // the server's redirect has no target and will not grow one
+        // .requestBodyStreamExhausted,  // the body stream is used up; a retry needs a new stream
+        // .resourceUnavailable,  // the resource is not expected back within the retry window
+        // .serverCertificateHasUnknownRoot,  // the trust chain does not change by retrying
+        // .serverCertificateUntrusted,  // the trust decision does not change by retrying
+        // .unknown,  // an error nobody can interpret is not evidence that retrying helps
+        // .unsupportedURL,  // the scheme or URL form stays unsupported
+        // .userAuthenticationRequired,  // credentials do not appear by retrying
+        // .userCancelledAuthentication,  // the user chose not to authenticate
+        // .zeroByteResource,  // an empty resource stays empty
+    ]
+}
+
+// MARK: - Composition
+
+extension HTTPRetryPolicy {
+    /// A copy that also retries `statusCodes` with the backoff.
+    ///
+    /// ```swift
+    /// let ordersPolicy = policy.adding(statusCodes: [409])   // also retry 409 Conflict for this endpoint
+    /// ```
+    public func adding(statusCodes: Set<Int>) -> HTTPRetryPolicy {
+        var copy = self
+        copy.retryableHTTPStatusCodes.formUnion(statusCodes)
+        return copy
+    }
+
+    /// A copy that also retries `urlErrorCodes` with the backoff (`URLError.cancelled` is still never retried).
+    public func adding(urlErrorCodes: Set<URLError.Code>) -> HTTPRetryPolicy {
+        var copy = self
+        copy.retryableURLErrorCodes.formUnion(urlErrorCodes)
+        return copy
+    }
+
+    /// A copy that also retries requests with `methods`.
+    public func adding(methods: Set<HTTPMethod>) -> HTTPRetryPolicy {
+        var copy = self
+        copy.retryableHTTPMethods.formUnion(methods)
+        return copy
+    }
+
+    /// A copy whose decisions pass through `decision` last, after any added before.
+    ///
+    /// `decision` gets the context of the failed attempt and the strategy the policy proposes, and returns the strategy
+    /// to use. It is not asked about cancellations, which are never retried.
+    ///
+    /// ```swift
+    /// let policy = HTTPRetryPolicy().deciding { context, proposed in
+    ///     // Our upload endpoint answers 423 while a previous upload is being processed.
+    ///     if context.statusCode == 423, context.request.url?.path == "/upload" { return .retryAfter(.seconds(2)) }
+    ///     return proposed
+    /// }
+    /// ```
+    public func deciding(_ decision: @escaping Decision) -> HTTPRetryPolicy {
+        var copy = self
+        copy.decisions.append(decision)
+        return copy
+    }
+}
+
+// MARK: - Decisions
+
+extension HTTPRetryPolicy {
+    /// The strategy for an attempt of `request` that ended with `response`.
+    ///
+    /// Pure: the result depends only on the arguments and the policy (and on custom decisions, if they are pure).
+    ///
+    /// - Parameters:
+    ///   - request: The request; its method and `Idempotency-Key` header are read.
+    ///   - response: The response; its status and `Retry-After` header are read.
+    ///   - data: The response body, passed on to custom decisions.
+    ///   - now: The current time, for `Retry-After` dates.
+    public func decision(
+        for request: URLRequest, response: HTTPURLResponse, data: Data = Data(), now: Date
+    ) -> RetryStrategy<ContinuousClock> {
+        decide(HTTPRetryContext(request: request, response: response, data: data, error: nil, now: now))
+    }
+
+    /// The strategy for an attempt of `request` that failed with `error`.
+    ///
+    /// An ``HTTPStatusError`` is decided as its response. Pure, like ``decision(for:response:data:now:)``.
+    public func decision(for request: URLRequest, error: any Error, now: Date) -> RetryStrategy<ContinuousClock> {
+        if let status = error as? HTTPStatusError {
+            return decide(
+                HTTPRetryContext(request: request, response: status.response, data: status.data, error: error, now: now)
+            )
+        }
+        return decide(HTTPRetryContext(request: request, response: nil, data: Data(), error: error, now: now))
+    }
+
+    /// The policy as a RetryKit strategy closure for `request`: give it to a runner together with ``maxAttempts``.
+    ///
+    /// Retryable responses reach the closure as ``HTTPStatusError``s; every other failure as its error.
+    ///
+    /// - Parameters:
+    ///   - request: The request being retried.
+    ///   - now: The clock for `Retry-After` dates; the system time by default.
+    public func strategy(
+        for request: URLRequest, now: @escaping @Sendable () -> Date = { Date() }
+    ) -> @Sendable (any Error) -> RetryStrategy<ContinuousClock> {
+        let policy = self
+        return { error in policy.decision(for: request, error: error, now: now()) }
+    }
+
+    func decide(_ context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
+        if context.isCancellation { return .stop }
+        var proposed = builtInDecision(context)
+        for decision in decisions {
+            proposed = decision(context, proposed)
+        }
+        return proposed
+    }
+
+    private func builtInDecision(_ context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
+        guard mayRepeat(context.request, method: context.method) else { return .stop }
+        if let response = context.response {
+            let status = response.statusCode
+            if retryAfterStatusCodes.contains(status), let hint = context.retryAfter {
+                return hint <= Swift.max(maximumRetryAfter, .zero) ? .retryAfter(hint) : .stop
+            }
+            return retryableHTTPStatusCodes.contains(status) ? .backoff(backoff) : .stop
+        }
+        if let code = context.urlErrorCode, code != .cancelled, retryableURLErrorCodes.contains(code) {
+            return .backoff(backoff)
+        }
+        return .stop
+    }
+
+    /// Whether repeating `request` is allowed: an allowed method, an idempotency key, or the caller's opt-in.
+    private func mayRepeat(_ request: URLRequest, method: HTTPMethod) -> Bool {
+        if retryableHTTPMethods.contains(method) || retryNonIdempotentRequests { return true }
+        guard retryRequestsWithIdempotencyKey,
+            let key = request.value(forHTTPHeaderField: Self.idempotencyKeyHeader)
+        else { return false }
+        return !key.trimmingCharacters(in: .whitespaces).isEmpty
+    }
+}
+
+/// Everything known about one failed HTTP attempt, as given to a custom decision (``HTTPRetryPolicy/deciding(_:)``).
+public struct HTTPRetryContext: Sendable {
+    /// The request that was attempted.
+    public let request: URLRequest
+    /// The request's method (`GET` if the request has none).
+    public let method: HTTPMethod
+    /// The response, if the attempt got one (directly or inside an ``HTTPStatusError``).
+    public let response: HTTPURLResponse?
+    /// The response body, empty if there is none.
+    public let data: Data
+    /// The error the attempt failed with, if it failed with one.
+    public let error: (any Error)?
+    /// The time the decision is made at.
+    public let now: Date
+
+    init(request: URLRequest, response: HTTPURLResponse?, data: Data, error: (any Error)?, now: Date) {
+        self.request = request
+        self.method = HTTPMethod(request.httpMethod ?? "GET")
+        self.response = response
+        self.data = data
+        self.error = error
+        self.now = now
+    }
+
+    /// The response's status code, if there is a response.
+    public var statusCode: Int? { response?.statusCode }
+
+    /// The delay the response's `Retry-After` header asks for (see ``RetryAfter``), whatever the status, before the
+    /// policy's cap; `nil` without a response or a valid header.
+    public var retryAfter: Duration? {
+        response.flatMap { RetryAfter.delay(in: $0, now: now) }
+    }
+
+    /// The `URLError` code of the error: from a `URLError`, from an `NSError` in `NSURLErrorDomain`, or `.timedOut`
+    /// for a RetryKit per-attempt timeout; `nil` otherwise.
+    public var urlErrorCode: URLError.Code? {
+        guard let error else { return nil }
+        if let urlError = error as? URLError { return urlError.code }
+        if let retryError = error as? RetryError {
+            return retryError.reason == .attemptTimedOut ? .timedOut : nil
+        }
+        if error is HTTPStatusError || error is CancellationError { return nil }
+        let nsError = error as NSError
+        return nsError.domain == NSURLErrorDomain ? URLError.Code(rawValue: nsError.code) : nil
+    }
+
+    /// Whether the attempt was cancelled: `CancellationError` or `URLError.cancelled`. Never retried.
+    public var isCancellation: Bool {
+        error is CancellationError || urlErrorCode == .cancelled
+    }
+}
