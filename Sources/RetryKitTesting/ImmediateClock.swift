@@ -15,6 +15,9 @@ import RetryKit
 ///
 /// `sleep(until:)` checks for cancellation (throwing `CancellationError` if the task is cancelled), moves ``now`` to
 /// the deadline if it is later, and returns without suspending. Copies of an `ImmediateClock` share their time.
+///
+/// Timeouts measured on an `ImmediateClock` expire at once, so an attempt timeout races every attempt; use
+/// ``TestClock`` to test timeouts.
 public struct ImmediateClock: Clock {
     /// The same virtual timeline as ``TestClock``.
     public typealias Instant = TestClock.Instant

@@ -318,6 +318,10 @@ public final class TestClock: Clock, Sendable {
     /// Deterministic whatever the task does between sleeps: time moves only while the task (or another task using
     /// this clock) is sleeping, to the earliest deadline, one sleeper at a time.
     ///
+    /// Time moves as soon as a sleeper is pending, even if other work the task waits for (an operation finishing on
+    /// a dispatch queue, a child task) is still running. When a timeout sleeps on this clock beside such work, drive
+    /// the clock step by step with ``waitForSleepers(_:)`` and ``advance(to:)`` instead.
+    ///
     /// - Parameter task: The task to drive. Its sleepers and those of any other task on this clock are woken.
     /// - Returns: The task's value.
     /// - Throws: The task's error.

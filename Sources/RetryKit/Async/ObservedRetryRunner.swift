@@ -34,16 +34,13 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     func elapsed() -> Duration { start.duration(to: clock.now) }
 
     var machine = RetryStateMachine(configuration)
-    var action = machine.start(at: .zero)
+    // Cancellation is checked before the machine is asked for each attempt (here and after each wait).
+    var action = Task.isCancelled ? machine.cancel(at: .zero) : machine.start(at: .zero)
     var value: Value?
     var clockError: (any Error)?
     while true {
         switch action {
         case .run(let attempt, let timeout):
-            if Task.isCancelled {
-                action = machine.cancel(at: elapsed())
-                continue
-            }
             observer(.attemptStarted(attempt))
             let deadline = timeout.map { clock.now.advanced(by: $0) }
             switch await runAttempt(attempt, deadline) {
@@ -77,7 +74,7 @@ func runObservedRetry<Value: Sendable, C: Clock>(
                     continue
                 }
             }
-            action = machine.waitElapsed(at: elapsed())
+            action = Task.isCancelled ? machine.cancel(at: elapsed()) : machine.waitElapsed(at: elapsed())
         case .finish(var termination):
             if let clockError {
                 termination = RetryTermination(

@@ -57,16 +57,14 @@ public func retry<R, E, C>(
 ) async throws -> sending R where C: Clock, E: Error, C.Duration == Duration {
     // Time is not observable through this overload (no deadline, no events), so the state machine is fed a constant
     // `now` and the clock is only touched to sleep: the fast path reads no clock at all.
+    // Cancellation is checked before the machine is asked for each attempt (here and after each wait), so that a
+    // cancelled task reports the attempts that really ran.
     var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts))
-    var action = machine.start(at: .zero)
+    var action = Task.isCancelled ? machine.cancel(at: .zero) : machine.start(at: .zero)
     var failure: E?
     while true {
         switch action {
         case .run(let attempt, _):
-            if Task.isCancelled {
-                action = machine.cancel(at: .zero)
-                continue
-            }
             do throws(E) {
                 let value = try await operation()
                 _ = machine.attemptSucceeded(attempt.number, at: .zero)
@@ -93,7 +91,7 @@ public func retry<R, E, C>(
                     throw AsyncRetry.sleepError(error)
                 }
             }
-            action = machine.waitElapsed(at: .zero)
+            action = Task.isCancelled ? machine.cancel(at: .zero) : machine.waitElapsed(at: .zero)
         case .finish(let termination):
             throw termination.error ?? AsyncRetry.inconsistency()
         case .none:

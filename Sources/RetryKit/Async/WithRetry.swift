@@ -87,7 +87,8 @@ public func withRetry<Value: Sendable, C: Clock>(
                 outcome = try await withTaskCancellationHandler(
                     operation: {
                         operation(attempt, AttemptCompletion(slot))
-                        guard let deadline else { return try await pending.wait() }
+                        // No timer for an attempt that has already ended (completed synchronously or cancelled).
+                        guard let deadline, !pending.hasEnded else { return try await pending.wait() }
                         return try await withThrowingTaskGroup(of: Void.self, isolation: isolation) { group in
                             group.addTask {
                                 do {
@@ -206,6 +207,16 @@ final class PendingAttempt<Value: Sendable>: Sendable {
     }
 
     private let state = Locked(State.idle)
+
+    /// Whether the attempt has already ended, before anyone waited for it.
+    var hasEnded: Bool {
+        state.withLock { state in
+            switch state {
+            case .idle, .waiting: return false
+            case .early, .cancelledEarly, .done: return true
+            }
+        }
+    }
 
     /// Suspends until the attempt ends; throws `CancellationError` if the task was cancelled first.
     func wait(isolation: isolated (any Actor)? = #isolation) async throws -> Outcome {
