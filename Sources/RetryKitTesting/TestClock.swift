@@ -308,7 +308,7 @@ public final class TestClock: Clock, Sendable {
     /// Wakes sleepers one at a time, moving time to each deadline, until no task is sleeping.
     ///
     /// `run()` returns as soon as no sleeper is pending. A task it woke that goes on to sleep again only after `run()`
-    /// checked is not woken; to drive a task to its end, use ``run(until:)``.
+    /// checked is not woken; to drive a task to its end, use `run(until:)`.
     public func run() async {
         while await wakeNext(notAfter: nil) != nil {}
     }
@@ -341,7 +341,7 @@ public final class TestClock: Clock, Sendable {
 
     /// Wakes sleepers, moving time forward, until `task` finishes, and returns its value.
     ///
-    /// The same as ``run(until:)-(Task<Success,any Error>)`` for a task that cannot fail.
+    /// The same as the `run(until:)` that takes a throwing task, for a task that cannot fail.
     ///
     /// - Parameter task: The task to drive.
     /// - Returns: The task's value.

@@ -10,7 +10,8 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
     case cancelled
 }
 
-/// The runner behind the observed `retry` overloads and ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+/// The runner behind the observed `retry` overloads and
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
 ///
 /// It carries out the state machine's actions one after the other in the caller's isolation and emits the same
 /// events as every other runner (``RetryTermination/events(value:)`` for the last ones). Time is

@@ -14,10 +14,11 @@
 /// ## How it runs
 ///
 /// Attempt 1 runs at once. When an attempt throws and attempts are left, `strategy` is asked what to do with the
-/// error: ``RetryStrategy/backoff(_:)`` waits the strategy's delay for this retry (``BackoffStrategy/delay(forRetry:previous:)``,
-/// with the 0-based retry index), ``RetryStrategy/retryAfter(_:)`` waits exactly the given delay, ``RetryStrategy/stop``
-/// gives up. The strategy is only consulted *between* attempts: after the last attempt fails, its error is rethrown
-/// without asking. Attempts are counted and delays chosen by the same engine as every other RetryKit runner.
+/// error: ``RetryStrategy/backoff(_:)`` waits the strategy's delay for this retry
+/// (``BackoffStrategy/delay(forRetry:previous:)`` with the 0-based retry index), ``RetryStrategy/retryAfter(_:)``
+/// waits exactly the given delay, ``RetryStrategy/stop`` gives up. The strategy is only consulted *between* attempts:
+/// after the last attempt fails, its error is rethrown without asking. Attempts are counted and delays chosen by the
+/// same engine as every other RetryKit runner.
 ///
 /// - A zero delay (``BackoffStrategy/none``, the default) neither reads the clock nor suspends.
 /// - Waits use `clock.sleep(for:tolerance:)`.

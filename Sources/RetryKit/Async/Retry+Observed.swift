@@ -115,7 +115,8 @@ public func retry<R: Sendable, C: Clock>(
 
 /// Retries an async operation with time limits and an observer, measuring time on a `ContinuousClock`.
 ///
-/// The same as ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
+/// The same as
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
 /// with `clock: ContinuousClock()`.
 ///
 /// - Parameters:
@@ -128,7 +129,8 @@ public func retry<R: Sendable, C: Clock>(
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
 ///   - observer: Receives every event of the run. Ignores them by default.
 /// - Returns: The value of the first attempt that succeeds.
-/// - Throws: See ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+/// - Throws: See
+///   ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
 public func retry<R: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,

@@ -138,7 +138,8 @@ public func withRetry<Value: Sendable, C: Clock>(
 
 /// Retries a completion-handler operation from async code, measuring time on a `ContinuousClock`.
 ///
-/// The same as ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
+/// The same as
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
 /// with `clock: ContinuousClock()`.
 ///
 /// ```swift
@@ -157,7 +158,8 @@ public func withRetry<Value: Sendable, C: Clock>(
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
 ///   - observer: Receives every event of the run. Ignores them by default.
 /// - Returns: The value of the first attempt that succeeds.
-/// - Throws: See ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+/// - Throws: See
+///   ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
 public func withRetry<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
@@ -173,7 +175,8 @@ public func withRetry<Value: Sendable>(
         clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
 }
 
-/// One attempt of ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
+/// One attempt of
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
 /// waiting for its outcome.
 ///
 /// Three things race to end the attempt: its completion (``finish(_:)`` with a result), its timer (``finish(_:)``

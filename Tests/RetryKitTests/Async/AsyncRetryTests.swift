@@ -10,10 +10,12 @@ private actor IsolatedCounter {
 
     func load() async throws -> Int {
         try await retry(maxAttempts: 4, clock: ImmediateClock()) { () throws(AsyncTestError) -> Int in
+            preconditionIsolated()
             attempts += 1
             if attempts < 3 { throw AsyncTestError(id: attempts) }
             return attempts * 10
         } strategy: { _ in
+            preconditionIsolated()
             strategyCalls += 1
             return .backoff(.constant(.seconds(1)))
         }
@@ -215,7 +217,9 @@ struct AsyncRetryTests {
         #expect(strategyCalls.value == 0)
     }
 
-    @Test("maxAttempts below 1 throws RetryError.invalidConfiguration without running the operation", arguments: [0, -1, Int.min])
+    @Test(
+        "maxAttempts below 1 throws RetryError.invalidConfiguration without running the operation",
+        arguments: [0, -1, Int.min])
     func invalidMaxAttempts(maxAttempts: Int) async throws {
         let calls = AsyncCounter()
         let error = await #expect(throws: RetryError.self) {
@@ -317,13 +321,17 @@ struct AsyncRetryTests {
         struct ClockBroke: Error {}
         let failing = AsyncRecordingClock(sleepError: ClockBroke())
         await #expect(throws: ClockBroke.self) {
-            try await retry(clock: failing) { throw AsyncTestError(id: 1) } strategy: { _ in
+            try await retry(clock: failing) {
+                throw AsyncTestError(id: 1)
+            } strategy: { _ in
                 .backoff(.constant(.seconds(1)))
             }
         }
         let cancelling = AsyncRecordingClock(sleepError: CancellationError())
         await #expect(throws: CancellationError.self) {
-            try await retry(clock: cancelling) { throw AsyncTestError(id: 1) } strategy: { _ in
+            try await retry(clock: cancelling) {
+                throw AsyncTestError(id: 1)
+            } strategy: { _ in
                 .backoff(.constant(.seconds(1)))
             }
         }

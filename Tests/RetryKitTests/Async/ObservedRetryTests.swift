@@ -13,9 +13,11 @@ private actor ObservingOwner {
             if calls.increment() < 2 { throw AsyncTestError(id: calls.value) }
             return 9
         } strategy: { _ in
+            preconditionIsolated()
             strategyCalls += 1
             return .backoff(.none)
         } observer: { event in
+            preconditionIsolated()
             events.append(asyncEventLine(event))
         }
     }
@@ -61,7 +63,9 @@ struct ObservedRetryTests {
         await #expect(throws: AsyncTestError.self) {
             try await retry(maxAttempts: 2, clock: ImmediateClock()) { attempt -> Int in
                 throw AsyncTestError(id: attempt.number)
-            } observer: { exhausted.append(asyncEventLine($0)) }
+            } observer: {
+                exhausted.append(asyncEventLine($0))
+            }
         }
         #expect(
             exhausted.values == [
@@ -78,7 +82,9 @@ struct ObservedRetryTests {
                 throw AsyncTestError(id: attempt.number)
             } strategy: { _ in
                 .stop
-            } observer: { stopped.append(asyncEventLine($0)) }
+            } observer: {
+                stopped.append(asyncEventLine($0))
+            }
         }
         #expect(error == AsyncTestError(id: 1))
         #expect(stopped.values.last == "finished stopped after 1 at 0.0 seconds with AsyncTestError(1)")
@@ -111,7 +117,9 @@ struct ObservedRetryTests {
         #expect(error?.attempts == 2)
         #expect(error?.lastError as? AsyncTestError == AsyncTestError(id: 2))
         #expect(clock.now == .zero.advanced(by: .seconds(3)))  // gave up at 3 s without sleeping to 6 s
-        #expect(events.values.suffix(2).first?.hasSuffix("next giveUp(RetryKit.RetryFinishReason.deadlineExceeded)") == true)
+        #expect(
+            events.values.suffix(2).first?.hasSuffix("next giveUp(RetryKit.RetryFinishReason.deadlineExceeded)") == true
+        )
     }
 
     @Test("An attempt that outlives the total timeout is cancelled and the retrier gives up")
@@ -150,7 +158,9 @@ struct ObservedRetryTests {
             } strategy: { error in
                 seen.append("\(error)")
                 return .backoff(.none)
-            } observer: { events.append(asyncEventLine($0)) }
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
         }
         await clock.waitForSleepers(2)
         await clock.advance(by: .seconds(1))
@@ -174,7 +184,9 @@ struct ObservedRetryTests {
             let error = await #expect(throws: RetryError.self) {
                 try await retry(totalTimeout: total, attemptTimeout: perAttempt, clock: ImmediateClock()) { _ in
                     calls.increment()
-                } observer: { events.append(asyncEventLine($0)) }
+                } observer: {
+                    events.append(asyncEventLine($0))
+                }
             }
             guard case .invalidConfiguration = error?.reason else {
                 Issue.record("expected invalidConfiguration, got \(String(describing: error))")
@@ -193,7 +205,9 @@ struct ObservedRetryTests {
             withUnsafeCurrentTask { $0?.cancel() }
             return try await retry(clock: ImmediateClock()) { _ in
                 calls.increment()
-            } observer: { events.append(asyncEventLine($0)) }
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
         }
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(calls.value == 0)
@@ -209,7 +223,9 @@ struct ObservedRetryTests {
                 throw AsyncTestError(id: attempt.number)
             } strategy: { _ in
                 .backoff(.constant(.seconds(10)))
-            } observer: { events.append(asyncEventLine($0)) }
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
         }
         await clock.waitForSleepers()
         await clock.advance(by: .seconds(4))

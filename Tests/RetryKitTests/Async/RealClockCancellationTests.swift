@@ -54,7 +54,9 @@ struct RealClockCancellationTests {
                 throw AsyncTestError(id: attempt.number)
             } strategy: { _ in
                 .backoff(.constant(Self.backoff))
-            } observer: { events.append(asyncEventLine($0)) }
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
         }
         let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: failed, task)
         #expect(error is CancellationError)

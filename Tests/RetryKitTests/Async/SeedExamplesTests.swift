@@ -4,7 +4,7 @@ import RetryKitTesting
 import Testing
 
 #if canImport(FoundationNetworking)
-import FoundationNetworking
+    import FoundationNetworking
 #endif
 
 /// A scripted stand-in for a server: each call to `data(from:)` takes the next step.
@@ -31,7 +31,9 @@ final class SeedScriptedSession: Sendable {
         let step = steps.withLock { steps in steps.isEmpty ? Step.failure(.resourceUnavailable) : steps.removeFirst() }
         switch step {
         case .status(let code, let headers, let body):
-            guard let response = HTTPURLResponse(url: url, statusCode: code, httpVersion: "HTTP/1.1", headerFields: headers)
+            guard
+                let response = HTTPURLResponse(
+                    url: url, statusCode: code, httpVersion: "HTTP/1.1", headerFields: headers)
             else { throw URLError(.badServerResponse) }
             return (Data(body.utf8), response)
         case .failure(let code):
@@ -103,7 +105,9 @@ struct SeedExamplesTests {
 
     @Test("Defaults: errors are retried twice more, without delay")
     func defaultsRetryThreeTimes() async throws {
-        let session = SeedScriptedSession([.failure(.timedOut), .failure(.networkConnectionLost), .status(200, body: "ok")])
+        let session = SeedScriptedSession([
+            .failure(.timedOut), .failure(.networkConnectionLost), .status(200, body: "ok"),
+        ])
         let (data, response) = try await SeedScriptedSession.$current.withValue(session) {
             try await examples.defaults()
         }
@@ -205,7 +209,9 @@ struct SeedExamplesTests {
             .status(429, headers: ["Retry-After": "7"]),
         ])
         await SeedScriptedSession.$current.withValue(session) {
-            let error = await #expect(throws: SeedExamples.TooManyRequests.self) { try await examples.tooManyRequests() }
+            let error = await #expect(throws: SeedExamples.TooManyRequests.self) {
+                try await examples.tooManyRequests()
+            }
             #expect(error?.retryAfter == 7)
         }
         #expect(session.callCount == 3)

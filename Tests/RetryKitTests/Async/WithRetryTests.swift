@@ -31,6 +31,7 @@ private actor BridgeOwner {
 
     func load() async throws -> String {
         try await withRetry(maxAttempts: 3, clock: ImmediateClock()) { attempt, done in
+            preconditionIsolated()
             started.append(attempt.number)
             legacyLoad(attempt.number, fail: attempt.number < 2) { done($0) }
         }
@@ -46,7 +47,9 @@ struct WithRetryTests {
             legacyLoad(attempt.number, fail: attempt.number < 3) { done($0) }
         } strategy: { _ in
             .backoff(.exponential(a: .seconds(1), b: 2))
-        } observer: { events.append(asyncEventLine($0)) }
+        } observer: {
+            events.append(asyncEventLine($0))
+        }
         #expect(value == "item 3")
         #expect(
             events.values == [
@@ -142,7 +145,9 @@ struct WithRetryTests {
                 done.onCancel { hooks.increment() }
                 pending.withLock { $0 = done }  // never completes on its own
                 started.fire()
-            } observer: { events.append(asyncEventLine($0)) }
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
         }
         await started.wait()
         task.cancel()
@@ -152,7 +157,10 @@ struct WithRetryTests {
         #expect(done.isCancelled)
         done(.success(5))  // a late result is ignored
         #expect(hooks.value == 1)
-        #expect(events.values == ["started 1/3 at 0.0 seconds", "finished cancelled after 1 at 0.0 seconds with CancellationError()"])
+        #expect(
+            events.values == [
+                "started 1/3 at 0.0 seconds", "finished cancelled after 1 at 0.0 seconds with CancellationError()",
+            ])
     }
 
     @Test("A cancel hook registered after cancellation runs at once")
@@ -198,7 +206,8 @@ struct WithRetryTests {
                     let finishedEvents = AsyncCounter()
                     let handle = Locked<Task<Int, any Error>?>(nil)
                     let task = Task {
-                        try await withRetry(maxAttempts: 2, clock: ImmediateClock()) { (_, done: AttemptCompletion<Int>) in
+                        try await withRetry(maxAttempts: 2, clock: ImmediateClock()) {
+                            (_, done: AttemptCompletion<Int>) in
                             done.onCancel { hooks.increment() }
                             // The completion and the cancel start together on two threads, each after a different
                             // amount of busy work, so that either may win.
@@ -218,7 +227,8 @@ struct WithRetryTests {
                     let outcome: String
                     switch await task.result {
                     case .success(let value):
-                        outcome = value == index && hooks.value == 0 ? "value" : "bad value \(value) hooks \(hooks.value)"
+                        outcome =
+                            value == index && hooks.value == 0 ? "value" : "bad value \(value) hooks \(hooks.value)"
                     case .failure(let error):
                         outcome = error is CancellationError && hooks.value <= 1 ? "cancelled" : "bad \(error)"
                     }
@@ -244,7 +254,9 @@ struct WithRetryTests {
                 } else {
                     legacyLoad(attempt.number, fail: false) { done($0) }
                 }
-            } observer: { events.append(asyncEventLine($0)) }
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
         }
         await clock.waitForSleepers()
         await clock.advance(by: .seconds(2))
@@ -284,7 +296,9 @@ struct WithRetryTests {
         let value = try await withRetry(clock: ImmediateClock()) { (attempt, done: AttemptCompletion<Int>) in
             done(.success(attempt.number))
             done(.success(99))
-        } observer: { events.append(asyncEventLine($0)) }
+        } observer: {
+            events.append(asyncEventLine($0))
+        }
         #expect(value == 1)
         #expect(
             events.values == [
@@ -314,15 +328,20 @@ struct WithRetryTests {
             return attempt.number
         } strategy: { _ in
             .backoff(asyncStrategy)
-        } observer: { viaAsync.append(asyncEventLine($0)) }
+        } observer: {
+            viaAsync.append(asyncEventLine($0))
+        }
 
         let viaBridge = AsyncLog<String>()
         let bridgeStrategy = strategy()
-        let bridgeValue = try await withRetry(maxAttempts: 4, clock: ImmediateClock()) { (attempt, done: AttemptCompletion<Int>) in
+        let bridgeValue = try await withRetry(maxAttempts: 4, clock: ImmediateClock()) {
+            (attempt, done: AttemptCompletion<Int>) in
             done(attempt.number < 3 ? .failure(AsyncTestError(id: attempt.number)) : .success(attempt.number))
         } strategy: { _ in
             .backoff(bridgeStrategy)
-        } observer: { viaBridge.append(asyncEventLine($0)) }
+        } observer: {
+            viaBridge.append(asyncEventLine($0))
+        }
 
         #expect(asyncValue == bridgeValue)
         #expect(viaAsync.values == viaBridge.values)
