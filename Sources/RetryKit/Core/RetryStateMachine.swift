@@ -1,4 +1,5 @@
 /// The limits of one retrier: how many attempts, how long in total, how long per attempt.
+@usableFromInline
 package struct RetryConfiguration: Sendable, Hashable {
     /// The most attempts, including the first. Must be at least 1.
     package var maxAttempts: Int
@@ -7,6 +8,7 @@ package struct RetryConfiguration: Sendable, Hashable {
     /// The time one attempt may take before it counts as failed; `nil` for none. Must be positive.
     package var attemptTimeout: Duration?
 
+    @usableFromInline
     package init(maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil) {
         self.maxAttempts = maxAttempts
         self.totalTimeout = totalTimeout
@@ -23,6 +25,7 @@ package struct RetryConfiguration: Sendable, Hashable {
 }
 
 /// The state a failed attempt leaves for the strategy: the only input a strategy's delay needs.
+@usableFromInline
 package struct RetryDecisionContext: Sendable {
     /// The 0-based retry index: 0 for the wait before the second attempt.
     package let retryIndex: Int
@@ -39,6 +42,7 @@ package struct RetryDecisionContext: Sendable {
     ///
     /// This is the one place where a delay is computed from a strategy. It may run user code (a custom backoff
     /// closure, a caller's random generator), so runners call it without holding a lock.
+    @usableFromInline
     package func resolve<C>(_ strategy: RetryStrategy<C>) -> RetryDecision {
         switch strategy {
         case .stop: return .stop
@@ -49,16 +53,19 @@ package struct RetryDecisionContext: Sendable {
 }
 
 /// A resolved strategy answer.
+@usableFromInline
 package enum RetryDecision: Sendable, Hashable {
     case stop
     case retry(after: Duration)
 }
 
 /// How a retrier ends: everything a runner needs to emit the last events and call its completion.
+@usableFromInline
 package struct RetryTermination: Sendable {
     /// The summary for events and completions.
     package let summary: RetrySummary
     /// The error the retrier finishes with; `nil` on success.
+    @usableFromInline
     package let error: (any Error)?
     /// The attempt that just failed and made the retrier give up, with its error: runners emit
     /// `attemptFailed(…, next: .giveUp(reason))` for it before `finished`.
@@ -83,7 +90,12 @@ package struct RetryTermination: Sendable {
 ///
 /// Every event that does not fit the current state (a late or duplicate result, a timer that lost a race with
 /// cancel) returns ``Action/none``, so runners can forward events without checking state themselves.
+///
+/// The members the async runner needs are `@usableFromInline`: its entry points are `@inlinable` so that the
+/// caller's operation is specialized in the caller's module (the hot path stays free of generic dispatch).
+@usableFromInline
 package struct RetryStateMachine: Sendable {
+    @usableFromInline
     package enum Action: Sendable {
         /// Emit `attemptStarted`, arm a timer for `timeout` if it is not `nil` (then report
         /// ``attemptTimedOut(_:at:)``), and run the operation.
@@ -114,6 +126,7 @@ package struct RetryStateMachine: Sendable {
     private var previousDelay: Duration?
     private var lastError: (any Error)?
 
+    @usableFromInline
     package init(_ configuration: RetryConfiguration) {
         self.configuration = configuration
     }
@@ -131,6 +144,7 @@ package struct RetryStateMachine: Sendable {
     }
 
     /// Starts the retrier: runs attempt 1, or finishes at once if the configuration is invalid.
+    @usableFromInline
     package mutating func start(at now: Duration) -> Action {
         guard case .idle = state else { return .none }
         if let problem = configuration.problem {
@@ -140,12 +154,14 @@ package struct RetryStateMachine: Sendable {
     }
 
     /// Attempt `number` succeeded.
+    @usableFromInline
     package mutating func attemptSucceeded(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
         return finish(.succeeded, error: nil, at: now, succeeded: attempt)
     }
 
     /// Attempt `number` failed with `error`.
+    @usableFromInline
     package mutating func attemptFailed(_ number: Int, error: any Error, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
         return failed(attempt, error: error, at: now)
@@ -166,6 +182,7 @@ package struct RetryStateMachine: Sendable {
     }
 
     /// The strategy's resolved answer for the failure reported by ``Action/consultStrategy(_:error:)``.
+    @usableFromInline
     package mutating func decide(_ decision: RetryDecision, at now: Duration) -> Action {
         guard case .deciding(let attempt, let error) = state else { return .none }
         switch decision {
@@ -182,12 +199,14 @@ package struct RetryStateMachine: Sendable {
     }
 
     /// The wait chosen by ``decide(_:at:)`` is over.
+    @usableFromInline
     package mutating func waitElapsed(at now: Duration) -> Action {
         guard case .waiting(let next) = state else { return .none }
         return run(next, at: now)
     }
 
     /// The retrier is cancelled. A no-op once it has finished.
+    @usableFromInline
     package mutating func cancel(at now: Duration) -> Action {
         if isFinished { return .none }
         return finish(.cancelled, error: CancellationError(), at: now)

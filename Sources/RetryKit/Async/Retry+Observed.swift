@@ -1,0 +1,147 @@
+/// Retries an async operation with time limits and an observer: the async counterpart of the completion-handler
+/// `retry`, with the same limits and the same events.
+///
+/// Use this overload when you need more than the seed-compatible
+/// ``retry(maxAttempts:tolerance:clock:isolation:operation:strategy:)``: a total deadline, a per-attempt timeout,
+/// events for logging and metrics, or the attempt number inside the operation.
+///
+/// ```swift
+/// let user = try await retry(maxAttempts: 5, totalTimeout: .seconds(10), attemptTimeout: .seconds(2), clock: clock) {
+///     attempt in
+///     try await api.fetchUser(id)
+/// } strategy: { error in
+///     error is AuthError ? .stop : .backoff(.exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter())
+/// } observer: { event in
+///     log.record(event)
+/// }
+/// ```
+///
+/// ## How it runs
+///
+/// Exactly as the seed-compatible overload: attempt 1 at once; after a failure with attempts left, `strategy`
+/// decides; a zero delay does not suspend; the last attempt's own error is rethrown when attempts run out, the failed
+/// attempt's own error on ``RetryStrategy/stop``. In addition:
+///
+/// - **Total timeout**: measured on `clock` from the call. A wait that would end at or after it is not started: the
+///   retrier gives up at once with ``RetryError`` (``RetryError/Reason-swift.enum/deadlineExceeded``, keeping the
+///   last error). An attempt still running when it expires is cancelled and the retrier gives up the same way.
+/// - **Per-attempt timeout**: an attempt still running after `attemptTimeout` is cancelled and counts as a failure
+///   with ``RetryError`` (``RetryError/Reason-swift.enum/attemptTimedOut``), which `strategy` sees like any error.
+///
+/// With a timeout, the attempt runs in a child task that races a sleep on `clock`; the loser is cancelled. Because
+/// cancellation is cooperative, the retrier goes on only once the timed-out attempt has returned: an operation that
+/// ignores cancellation delays the retrier until it does. Without a timeout the operation is called directly.
+///
+/// ## Events
+///
+/// `observer` receives, in order and in the caller's isolation: `attemptStarted`, then `attemptFailed` (with the
+/// next delay, or the reason for giving up) or `attemptSucceeded`, and `finished` last: the same sequence the
+/// completion-handler runner emits for the same configuration. A task cancelled during an attempt or a wait goes
+/// straight to `finished` with `CancellationError`.
+///
+/// ## Cancellation
+///
+/// As in the seed-compatible overload: checked before every attempt and when an attempt fails; a wait ends at once.
+/// A cancelled task throws `CancellationError`.
+///
+/// - Parameters:
+///   - maxAttempts: The most attempts, including the first. `3` by default; below 1 throws ``RetryError``
+///     (``RetryError/Reason-swift.enum/invalidConfiguration(_:)``) without running an attempt.
+///   - totalTimeout: The time allowed for all attempts and waits together, or `nil` for no limit. `nil` by default.
+///     Negative throws ``RetryError`` (invalid configuration).
+///   - attemptTimeout: The time one attempt may take, or `nil` for no limit. `nil` by default. Zero or negative
+///     throws ``RetryError`` (invalid configuration).
+///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
+///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`).
+///   - isolation: The actor `strategy` and `observer` run on; inherited from the caller.
+///   - operation: The work to try; it receives the attempt (number, attempts allowed, elapsed time). It is
+///     `@Sendable` because a timeout runs it in a child task.
+///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
+///   - observer: Receives every event of the run. Ignores them by default.
+/// - Returns: The value of the first attempt that succeeds.
+/// - Throws: The operation's own last error (attempts exhausted, or ``RetryStrategy/stop``), `CancellationError`, or
+///   ``RetryError`` (deadline exceeded, invalid configuration), or an error other than cancellation thrown by the
+///   clock's `sleep`.
+public func retry<R: Sendable, C: Clock>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    tolerance: Duration? = nil,
+    clock: C,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: @escaping @Sendable (RetryAttempt) async throws -> R,
+    strategy: (any Error) -> RetryStrategy<C> = { _ in .backoff(.none) },
+    observer: (RetryEvent<R>) -> Void = { _ in }
+) async throws -> R where C.Duration == Duration {
+    let configuration = RetryConfiguration(
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout)
+    return try await runObservedRetry(
+        configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
+        runAttempt: { attempt, deadline in
+            guard let deadline else {
+                do {
+                    return .succeeded(try await operation(attempt))
+                } catch {
+                    return .failed(error)
+                }
+            }
+            return await withTaskGroup(of: AsyncAttemptOutcome<R>?.self, isolation: isolation) { group in
+                group.addTask {
+                    do {
+                        return .succeeded(try await operation(attempt))
+                    } catch {
+                        return .failed(error)
+                    }
+                }
+                group.addTask {
+                    do {
+                        try await clock.sleep(until: deadline, tolerance: tolerance)
+                    } catch {
+                        return nil  // cancelled: the operation finished first, or the task was cancelled
+                    }
+                    return Task.isCancelled ? nil : .timedOut
+                }
+                var outcome: AsyncAttemptOutcome<R>?
+                while outcome == nil, let next = await group.next() {
+                    outcome = next
+                }
+                group.cancelAll()
+                return outcome ?? .cancelled
+            }
+        },
+        strategy: strategy,
+        observer: observer)
+}
+
+/// Retries an async operation with time limits and an observer, measuring time on a `ContinuousClock`.
+///
+/// The same as
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
+/// with `clock: ContinuousClock()`.
+///
+/// - Parameters:
+///   - maxAttempts: The most attempts, including the first. `3` by default.
+///   - totalTimeout: The time allowed for all attempts and waits together, or `nil`. `nil` by default.
+///   - attemptTimeout: The time one attempt may take, or `nil`. `nil` by default.
+///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
+///   - isolation: The actor `strategy` and `observer` run on; inherited from the caller.
+///   - operation: The work to try; it receives the attempt.
+///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
+///   - observer: Receives every event of the run. Ignores them by default.
+/// - Returns: The value of the first attempt that succeeds.
+/// - Throws: See
+///   ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+public func retry<R: Sendable>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    tolerance: Duration? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: @escaping @Sendable (RetryAttempt) async throws -> R,
+    strategy: (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: (RetryEvent<R>) -> Void = { _ in }
+) async throws -> R {
+    try await retry(
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, tolerance: tolerance,
+        clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
+}

@@ -1,0 +1,101 @@
+import RetryKit
+import Testing
+
+/// Real-clock tests: task cancellation during a 10 s backoff on `ContinuousClock` must end the retrier within
+/// milliseconds. The bound asserted is 1 s, far above the few milliseconds expected, so that the thread sanitizer
+/// and a busy 2-core machine cannot make them flaky.
+@Suite("Cancellation during a real 10 s backoff")
+struct RealClockCancellationTests {
+    private static let backoff = Duration.seconds(10)
+    private static let bound = Duration.seconds(1)
+
+    /// Waits until the first attempt has failed, gives the retrier a moment to start its wait, cancels the task and
+    /// returns how long the task took to end after the cancel, and how it ended.
+    private func cancelDuringBackoff<T: Sendable>(
+        firstAttempt: AsyncSignal, _ task: Task<T, any Error>
+    ) async throws -> (Duration, (any Error)?) {
+        await firstAttempt.wait()
+        try await Task.sleep(for: .milliseconds(20))  // the retrier is now in its 10 s wait (or about to be)
+        let clock = ContinuousClock()
+        let start = clock.now
+        task.cancel()
+        let result = await task.result
+        let elapsed = start.duration(to: clock.now)
+        if case .failure(let error) = result { return (elapsed, error) }
+        return (elapsed, nil)
+    }
+
+    @Test("The seed-compatible async API")
+    func asyncAPI() async throws {
+        let failed = AsyncSignal()
+        let calls = AsyncCounter()
+        let task = Task {
+            try await retry(maxAttempts: 3) { () async throws -> Int in
+                calls.increment()
+                failed.fire()
+                throw AsyncTestError(id: 1)
+            } strategy: { _ in
+                .backoff(.constant(Self.backoff))
+            }
+        }
+        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: failed, task)
+        #expect(error is CancellationError)
+        #expect(elapsed < Self.bound)
+        #expect(calls.value == 1)
+    }
+
+    @Test("The async API with limits and an observer")
+    func observedAPI() async throws {
+        let failed = AsyncSignal()
+        let events = AsyncLog<String>()
+        let task = Task {
+            try await retry(maxAttempts: 3, totalTimeout: .seconds(60)) { attempt -> Int in
+                failed.fire()
+                throw AsyncTestError(id: attempt.number)
+            } strategy: { _ in
+                .backoff(.constant(Self.backoff))
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
+        }
+        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: failed, task)
+        #expect(error is CancellationError)
+        #expect(elapsed < Self.bound)
+        #expect(events.values.last?.hasPrefix("finished cancelled after 1") == true)
+    }
+
+    @Test("The withRetry bridge")
+    func bridge() async throws {
+        let failed = AsyncSignal()
+        let calls = AsyncCounter()
+        let task = Task {
+            try await withRetry(maxAttempts: 3) { (attempt, done: AttemptCompletion<Int>) in
+                calls.increment()
+                done(.failure(AsyncTestError(id: attempt.number)))
+                failed.fire()
+            } strategy: { _ in
+                .backoff(.constant(Self.backoff))
+            }
+        }
+        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: failed, task)
+        #expect(error is CancellationError)
+        #expect(elapsed < Self.bound)
+        #expect(calls.value == 1)
+    }
+
+    @Test("The withRetry bridge, cancelled while an attempt is in flight")
+    func bridgeDuringAnAttempt() async throws {
+        let started = AsyncSignal()
+        let hooks = AsyncCounter()
+        let task = Task {
+            try await withRetry(maxAttempts: 3, attemptTimeout: Self.backoff) { (_, done: AttemptCompletion<Int>) in
+                done.onCancel { hooks.increment() }
+                started.fire()
+            }
+        }
+        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: started, task)
+        #expect(error is CancellationError)
+        #expect(elapsed < Self.bound)
+        #expect(hooks.value == 1)
+    }
+}
