@@ -12,7 +12,7 @@ public struct RetryError: Error, Sendable, CustomStringConvertible {
         case deadlineExceeded
         /// One attempt did not complete within the per-attempt timeout. Delivered to the strategy like any failure.
         case attemptTimedOut
-        /// A shared retry budget refused the retry.
+        /// A shared ``RetryBudget`` refused the retry.
         case budgetExhausted
         /// The condition gating the retrier ended while it was false.
         case conditionEnded

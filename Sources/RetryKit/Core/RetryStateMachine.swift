@@ -1,18 +1,23 @@
 /// The limits of one retrier: how many attempts, how long in total, how long per attempt.
 @usableFromInline
-package struct RetryConfiguration: Sendable, Hashable {
+package struct RetryConfiguration: Sendable {
     /// The most attempts, including the first. Must be at least 1.
     package var maxAttempts: Int
     /// The total time across attempts and waits, measured from the start; `nil` for none. Must not be negative.
     package var totalTimeout: Duration?
     /// The time one attempt may take before it counts as failed; `nil` for none. Must be positive.
     package var attemptTimeout: Duration?
+    /// A budget shared with other retriers that must pay for every retry; `nil` for none.
+    package var budget: RetryBudget?
 
     @usableFromInline
-    package init(maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil) {
+    package init(
+        maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil
+    ) {
         self.maxAttempts = maxAttempts
         self.totalTimeout = totalTimeout
         self.attemptTimeout = attemptTimeout
+        self.budget = budget
     }
 
     /// A description of what is wrong, or `nil` if the configuration can run.
@@ -88,6 +93,10 @@ package struct RetryTermination: Sendable {
 ///                  attemptSucceeded → finish(succeeded)
 /// ```
 ///
+/// With a ``RetryBudget`` in the configuration, every retry must be paid for in ``decide(_:at:)`` (a refused retry
+/// finishes with ``RetryFinishReason/budgetExhausted``) and a success refunds what its retry cost. The budget is the
+/// one piece of state shared between state machines; it is thread-safe.
+///
 /// Every event that does not fit the current state (a late or duplicate result, a timer that lost a race with
 /// cancel) returns ``Action/none``, so runners can forward events without checking state themselves.
 ///
@@ -125,6 +134,8 @@ package struct RetryStateMachine: Sendable {
     private var attemptsRun = 0
     private var previousDelay: Duration?
     private var lastError: (any Error)?
+    /// What the budget charged for the retry that led to the current attempt (`nil` for the first attempt).
+    private var budgetPaid: Int?
 
     @usableFromInline
     package init(_ configuration: RetryConfiguration) {
@@ -157,6 +168,7 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func attemptSucceeded(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
+        configuration.budget?.deposit(refundOf: budgetPaid)
         return finish(.succeeded, error: nil, at: now, succeeded: attempt)
     }
 
@@ -191,6 +203,14 @@ package struct RetryStateMachine: Sendable {
         case .retry(let delay):
             if let deadline = configuration.totalTimeout, now + delay >= deadline {
                 return finish(.deadlineExceeded, error: deadlineError(), at: now, failed: (attempt, error))
+            }
+            if let budget = configuration.budget {
+                let afterTimeout = (error as? RetryError)?.reason == .attemptTimedOut
+                guard let paid = budget.withdraw(afterTimeout: afterTimeout) else {
+                    let refused = RetryError(.budgetExhausted, lastError: error, attempts: attempt.number)
+                    return finish(.budgetExhausted, error: refused, at: now, failed: (attempt, error))
+                }
+                budgetPaid = paid
             }
             previousDelay = delay
             state = .waiting(nextAttempt: attempt.number + 1)

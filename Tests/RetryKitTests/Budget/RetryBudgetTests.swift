@@ -71,3 +71,80 @@ struct RetryBudgetTests {
         #expect(budget.availableTokens == 0)
     }
 }
+
+@Suite("RetryBudget in the state machine")
+struct RetryBudgetStateMachineTests {
+    struct Boom: Error {}
+
+    /// Drives one retrier whose every attempt fails, with zero delays, until it finishes.
+    private func runFailing(_ budget: RetryBudget, maxAttempts: Int = 4) -> (RetryTermination?, retries: Int) {
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts, budget: budget))
+        var action = machine.start(at: .zero)
+        var retries = 0
+        while true {
+            switch action {
+            case .run(let attempt, _):
+                action = machine.attemptFailed(attempt.number, error: Boom(), at: .zero)
+            case .consultStrategy(let context, _):
+                action = machine.decide(context.resolve(RetryStrategy<ContinuousClock>.backoff(.none)), at: .zero)
+            case .retry:
+                retries += 1
+                action = machine.waitElapsed(at: .zero)
+            case .finish(let termination):
+                return (termination, retries)
+            case .none:
+                Issue.record("stale action")
+                return (nil, retries)
+            }
+        }
+    }
+
+    @Test func aRefusedRetryFinishesWithBudgetExhaustedAndTheLastError() {
+        let budget = RetryBudget(capacity: 5, retryCost: 5)
+        let (first, firstRetries) = runFailing(budget)
+        #expect(firstRetries == 1)
+        #expect(first?.summary.reason == .budgetExhausted)
+        let error = first?.error as? RetryError
+        #expect(error?.reason == .budgetExhausted)
+        #expect(error?.lastError is Boom)
+        #expect(error?.attempts == 2)
+        let (second, secondRetries) = runFailing(budget)
+        #expect(secondRetries == 0)
+        #expect(second?.summary.attempts == 1)
+    }
+
+    @Test func successRefundsTheRetryThatLedToIt() {
+        let budget = RetryBudget(capacity: 20, retryCost: 5)
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3, budget: budget))
+        guard case .run = machine.start(at: .zero) else { Issue.record("no first attempt"); return }
+        guard case .consultStrategy(let context, _) = machine.attemptFailed(1, error: Boom(), at: .zero) else {
+            Issue.record("strategy not consulted")
+            return
+        }
+        _ = machine.decide(context.resolve(RetryStrategy<ContinuousClock>.backoff(.none)), at: .zero)
+        #expect(budget.availableTokens == 15)
+        _ = machine.waitElapsed(at: .zero)
+        _ = machine.attemptSucceeded(2, at: .zero)
+        #expect(budget.availableTokens == 20)
+    }
+
+    @Test func anOutageOfAThousandCallersIssuesNoMoreRetriesThanTheBoundThenRecovers() {
+        let budget = RetryBudget()  // 500 tokens, 5 per retry: at most 100 retries with no success
+        let bound = (budget.capacity - budget.minimumBalance) / budget.retryCost
+        let retries = Locked(0)
+        DispatchQueue.concurrentPerform(iterations: 1_000) { _ in
+            let (termination, count) = runFailing(budget)
+            #expect(termination?.error != nil)
+            retries.withLock { $0 += count }
+        }
+        #expect(retries.withLock { $0 } == bound)
+        // The dependency recovers: first attempts are never refused, and successes refill the bucket.
+        for _ in 0..<budget.capacity {
+            var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3, budget: budget))
+            guard case .run(let attempt, _) = machine.start(at: .zero) else { continue }
+            guard case .finish(let done) = machine.attemptSucceeded(attempt.number, at: .zero) else { continue }
+            #expect(done.summary.reason == .succeeded)
+        }
+        #expect(budget.availableTokens == budget.capacity)
+    }
+}
