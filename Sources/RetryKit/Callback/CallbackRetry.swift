@@ -23,23 +23,23 @@ import Dispatch
 ///
 /// ## Queue
 ///
-/// The operation, the strategy, the observer and the completion all run on `queue`. On a serial queue (such as
-/// `.main`) the observer's events arrive in order. The operation may call its completion from any thread. (With
-/// `TestScheduler` everything runs on the thread that advances it instead.)
+/// The operation, the strategy, the observer and the completion all run on `queue`; the operation may call its
+/// completion from any thread. Use a serial queue (such as `.main`) to get the observer's events in order: on a
+/// concurrent queue the guarantees below still hold, but callbacks may run concurrently and events may interleave.
+/// (With `TestScheduler` everything runs on the thread that advances it instead.)
 ///
 /// ## Guarantees
 ///
-/// - `completion` runs **exactly once, on `queue`**, however the retrier ends:
-///
-///   | end | result | `summary.reason` |
-///   | --- | --- | --- |
-///   | an attempt succeeds | `.success(value)` | `.succeeded` |
-///   | the last allowed attempt fails | the operation's last error | `.exhausted` |
-///   | the strategy returns `.stop` | the error of that attempt | `.stopped` |
-///   | `totalTimeout` expires, or the next wait would end after it | ``RetryError`` `.deadlineExceeded` | `.deadlineExceeded` |
-///   | `maxAttempts < 1`, a negative `totalTimeout`, a non-positive `attemptTimeout` | ``RetryError`` `.invalidConfiguration`, no attempt runs | `.invalidConfiguration` |
-///   | ``RetryHandle/cancel()`` | `CancellationError` | `.cancelled` |
-///
+/// - `completion` runs **exactly once, on `queue`**, however the retrier ends (`summary.reason` in brackets):
+///   - an attempt succeeds: `.success(value)` (`.succeeded`);
+///   - the last allowed attempt fails: the operation's last error (`.exhausted`);
+///   - the strategy returns `.stop`: the error of that attempt (`.stopped`);
+///   - `totalTimeout` expires, or the next wait would end after it: ``RetryError`` `.deadlineExceeded`
+///     (`.deadlineExceeded`);
+///   - the configuration is invalid (`maxAttempts < 1`, a negative `totalTimeout`, a non-positive `attemptTimeout`):
+///     ``RetryError`` `.invalidConfiguration`, and no attempt runs (`.invalidConfiguration`);
+///   - ``RetryHandle/cancel()``, or cancelling a task awaiting ``RetryHandle/value``: `CancellationError`
+///     (`.cancelled`).
 /// - **Cancel** during a wait cancels the timer and completes promptly; during an attempt it runs the attempt's cancel
 ///   hook (``AttemptCompletion/onCancel(_:)``) and completes at once, ignoring the attempt's late result; after the
 ///   retrier finished it does nothing.
