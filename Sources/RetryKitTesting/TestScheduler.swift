@@ -1,7 +1,7 @@
 import Dispatch
 import RetryKit
 
-/// A ``RetryScheduler`` on virtual time, for testing completion-handler retry logic without waiting.
+/// A `RetryScheduler` on virtual time, for testing completion-handler retry logic without waiting.
 ///
 /// Nothing runs until you move time: ``advance()`` runs the work that is due now, ``advance(by:)`` moves time forward
 /// running everything that falls due on the way, ``run()`` runs until no work is left. A retrier that backs off for

@@ -81,15 +81,15 @@ public func retry<Value: Sendable>(
     observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
     completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
-    let handle = RetryHandle(
+    let runner = CallbackRunner(
         configuration: RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
         queue: queue,
         scheduler: scheduler,
-        callbacks: RetryHandle.Callbacks(
-            operation: operation, strategy: strategy, observer: observer, completion: completion))
-    handle.start()
-    return handle
+        client: CallbackSet(operation: operation, strategy: strategy, observer: observer, completion: completion),
+        observes: observer != nil)
+    runner.start()
+    return RetryHandle(runner: runner)
 }
 
 /// Retries a completion-handler operation with backoff, calling `completion` with the result.

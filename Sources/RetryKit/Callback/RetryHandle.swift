@@ -19,20 +19,11 @@ import Dispatch
 ///
 /// All members are thread-safe.
 public final class RetryHandle<Value: Sendable>: Sendable {
-    /// The queue the operation, strategy, observer and completion run on.
-    let queue: DispatchQueue
-    /// Where time and work come from.
-    let scheduler: any RetryScheduler
-    /// ``RetryScheduler/now`` when the retrier was created: elapsed time is measured from here.
-    let origin: Duration
-    /// Everything that changes, behind RetryKit's one lock. User code never runs while it is held.
-    let state: Locked<RunnerState>
+    /// The engine; it does not depend on `Value`. (`package` so that tests can check it is released.)
+    package let runner: CallbackRunner
 
-    init(configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, callbacks: Callbacks) {
-        self.queue = queue
-        self.scheduler = scheduler
-        self.origin = scheduler.now
-        self.state = Locked(RunnerState(machine: RetryStateMachine(configuration), callbacks: callbacks))
+    init(runner: CallbackRunner) {
+        self.runner = runner
     }
 
     /// Cancels the retrier.
@@ -50,7 +41,7 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     /// Observers see ``RetryEvent/finished(_:error:)`` with ``RetryFinishReason/cancelled`` and no result for the
     /// attempt in flight. Idempotent; safe from any thread, including from inside the retrier's own callbacks.
     public func cancel() {
-        cancelRetrier()
+        runner.cancel()
     }
 
     /// Whether the retrier has finished: no attempt will start any more.
@@ -58,7 +49,7 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     /// Becomes `true` the moment the outcome is decided (for example as soon as ``cancel()`` returns); the completion
     /// then runs, or is already on its way to the retrier's queue.
     public var isFinished: Bool {
-        state.withLock { $0.machine.isFinished }
+        runner.isFinished
     }
 
     /// The retrier's result, awaited from async code: the value on success, otherwise the error the completion
@@ -74,63 +65,97 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     /// every awaiter.
     public var value: Value {
         get async throws {
-            if let outcome = state.withLock({ $0.outcome }) {
-                return try outcome.get()
+            if let outcome = runner.outcome {
+                return try Self.typed(outcome).get()
             }
-            return try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
-                    self.register(continuation)
+            let runner = self.runner
+            let value = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
+                    runner.register(continuation)
                 }
             } onCancel: {
-                self.cancel()
+                runner.cancel()
             }
+            return try Self.typed(.success(value)).get()
+        }
+    }
+
+    /// The outcome with its value cast back to `Value` (it always is one: only this retrier's operation produced it).
+    private static func typed(_ outcome: CallbackOutcome) -> Result<Value, any Error> {
+        outcome.flatMap { value in
+            if let value = value as? Value { return .success(value) }
+            return .failure(RetryError(.missingResult))  // unreachable
         }
     }
 }
 
-extension RetryHandle {
-    /// The user's closures, dropped by the runner as soon as the retrier finishes.
-    final class Callbacks: Sendable {
-        let operation: @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void
-        let strategy: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
-        let observer: (@Sendable (RetryEvent<Value>) -> Void)?
-        let completion: @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+/// The typed side of a retrier: the user's closures, which the non-generic ``CallbackRunner`` reaches through
+/// ``CallbackClient`` and drops as soon as the retrier finishes.
+final class CallbackSet<Value: Sendable>: CallbackClient {
+    let operation: @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void
+    let strategy: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
+    let observer: (@Sendable (RetryEvent<Value>) -> Void)?
+    let completion: @Sendable (Result<Value, any Error>, RetrySummary) -> Void
 
-        init(
-            operation: @escaping @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void,
-            strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
-            observer: (@Sendable (RetryEvent<Value>) -> Void)?,
-            completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
-        ) {
-            self.operation = operation
-            self.strategy = strategy
-            self.observer = observer
-            self.completion = completion
-        }
+    init(
+        operation: @escaping @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void,
+        strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)?,
+        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    ) {
+        self.operation = operation
+        self.strategy = strategy
+        self.observer = observer
+        self.completion = completion
     }
 
-    /// The runner's mutable state.
-    struct RunnerState {
-        /// The engine: counts attempts, chooses delays, decides when to stop.
-        var machine: RetryStateMachine
-        /// The user's closures; `nil` once the retrier has finished, so nothing they capture is retained.
-        var callbacks: Callbacks?
-        /// The completion handed to the attempt in flight, to abandon on cancel or timeout.
-        var slot: AttemptSlot<Value>?
-        /// The one pending timer: the wait before a retry, or the attempt's timeout. Held here (the timer's handler
-        /// does not capture it) so that it stays alive until it fires or is cancelled.
-        var timer: (any RetryCancellable)?
-        /// Identifies the timer the runner currently wants. Bumped when a timer is planned and whenever the current
-        /// one stops mattering, so a late or superseded timer's handler does nothing and cannot clobber `timer`.
-        var timerEpoch: UInt64 = 0
-        /// The result, once the completion has run; what late ``RetryHandle/value`` awaits return.
-        var outcome: Result<Value, any Error>?
-        /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
-        var waiters: [CheckedContinuation<Value, any Error>] = []
+    func decide(after error: any Error) -> RetryStrategy<ContinuousClock> {
+        strategy(error)
+    }
 
-        init(machine: RetryStateMachine, callbacks: Callbacks) {
-            self.machine = machine
-            self.callbacks = callbacks
+    func start(_ attempt: RetryAttempt, on runner: CallbackRunner) {
+        let number = attempt.number
+        let onDuplicate: @Sendable () -> Void
+        if let observer {
+            onDuplicate = { runner.hop { observer(.duplicateCompletion(attempt)) } }
+        } else {
+            onDuplicate = {}
         }
+        let slot = AttemptSlot<Value>(
+            onResult: { result in
+                switch result {
+                case .success(let value): runner.attemptCompleted(number, .success(value))
+                case .failure(let error): runner.attemptCompleted(number, .failure(error))
+                }
+            },
+            onDuplicate: onDuplicate)
+        guard runner.attach(slot, to: number) else {
+            slot.abandon()  // cancelled (or timed out) before the operation ran: do not run it
+            return
+        }
+        operation(attempt, AttemptCompletion(slot))
+    }
+
+    func emitStarted(_ attempt: RetryAttempt) {
+        observer?(.attemptStarted(attempt))
+    }
+
+    func emitFailed(_ attempt: RetryAttempt, error: any Error, next: RetryNextStep) {
+        observer?(.attemptFailed(attempt, error: error, next: next))
+    }
+
+    func finish(_ termination: RetryTermination, value: (any Sendable)?) {
+        let value = value as? Value
+        if let observer {
+            for event in termination.events(value: value) { observer(event) }
+        }
+        completion(termination.result(value: value), termination.summary)
     }
 }
+
+/// An attempt's completion as the runner sees it: something to abandon on cancel or timeout.
+protocol AttemptAbandoning: AnyObject, Sendable {
+    func abandon()
+}
+
+extension AttemptSlot: AttemptAbandoning {}

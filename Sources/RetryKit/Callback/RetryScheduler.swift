@@ -11,7 +11,7 @@ public protocol RetryCancellable: Sendable {
 
 /// The source of time and the way of running work for the completion-handler `retry(…, on: queue, …)`.
 ///
-/// Production code uses ``DispatchTimerScheduler`` (``dispatch``): it runs work with `DispatchQueue.async` and waits
+/// Production code uses ``DispatchTimerScheduler`` (``RetryScheduler/dispatch``): it runs work with `DispatchQueue.async` and waits
 /// with one-shot `DispatchSourceTimer`s. Tests use `TestScheduler` from `RetryKitTesting`, which runs on virtual time,
 /// so a retrier that backs off for minutes finishes in microseconds.
 ///
@@ -56,7 +56,8 @@ extension RetryScheduler where Self == DispatchTimerScheduler {
 /// before returning, so a timer is never released un-resumed or suspended. The returned ``Timer`` keeps the timer
 /// alive (a timer whose last reference is dropped never fires); cancelling it releases the timer's handler.
 ///
-/// Time is `DispatchTime` (the uptime clock the timers run on) in nanoseconds. Delays are clamped to
+/// Time is `DispatchTime` (the uptime clock the timers run on) in nanoseconds; on Apple platforms it does not advance
+/// while the device sleeps, for timeouts and deadlines alike. Delays are clamped to
 /// `[0, BackoffStrategy.saturationLimit]` (10⁹ s) before they are converted to nanoseconds, so no delay can overflow
 /// or trap; a deadline beyond `DispatchTime`'s range becomes `DispatchTime.distantFuture`.
 public struct DispatchTimerScheduler: RetryScheduler {
@@ -77,7 +78,10 @@ public struct DispatchTimerScheduler: RetryScheduler {
 
     /// `DispatchTime.now()` in nanoseconds.
     public var now: Duration {
-        .nanoseconds(Int64(clamping: DispatchTime.now().uptimeNanoseconds))
+        let nanoseconds = DispatchTime.now().uptimeNanoseconds
+        return Duration(
+            secondsComponent: Int64(nanoseconds / 1_000_000_000),  // < 2⁶⁴ / 10⁹: fits
+            attosecondsComponent: Int64(nanoseconds % 1_000_000_000) * 1_000_000_000)
     }
 
     /// Runs `work` with `queue.async`.

@@ -82,9 +82,9 @@ extension CallbackRunnerTests {
             let result = await awaiter.result
             let took = clock.now - start
             #expect(took < .milliseconds(500), "returned promptly (took \(took))")
-            #expect(result.failureError is CancellationError)
+            #expect(result.cbError is CancellationError)
             #expect(handle.isFinished)
-            #expect(recorder.onlyResult?.failureError is CancellationError, "the completion saw the same cancellation")
+            #expect(recorder.onlyResult?.cbError is CancellationError, "the completion saw the same cancellation")
             #expect(calls.count == 1)
             #expect(await cbWait { scheduler.liveTokens == 0 }, "the 10 s timer was cancelled and released")
         }
@@ -124,7 +124,7 @@ extension CallbackRunnerTests {
 
             await #expect(throws: CancellationError.self) { try await awaiter.value }
             #expect(calls.count == 0, "no attempt ran")
-            #expect(recorder.onlyResult?.failureError is CancellationError)
+            #expect(recorder.onlyResult?.cbError is CancellationError)
         }
 
         // MARK: - async operation from callback code
@@ -140,7 +140,7 @@ extension CallbackRunnerTests {
                 }, observer: recorder.observer, completion: recorder.completion)
 
             #expect(await cbWait { recorder.completionCount == 1 })
-            #expect(recorder.onlyResult?.successValue == 3)
+            #expect(recorder.onlyResult?.cbValue == 3)
             #expect(recorder.onlySummary?.attempts == 3)
             #expect(recorder.offQueue.isEmpty, "strategy, observer and completion run on the queue")
             let zero = Duration.zero
@@ -163,7 +163,7 @@ extension CallbackRunnerTests {
                 completion: recorder.completion)
 
             #expect(await cbPump(scheduler, jumpingTimers: true) { recorder.completionCount == 1 })
-            #expect(recorder.onlyResult?.successValue == 3)
+            #expect(recorder.onlyResult?.cbValue == 3)
             #expect(scheduler.now == .seconds(1) + .seconds(11), "waited f(0) = 1 s and f(1) = 11 s, virtually")
         }
 
@@ -173,13 +173,13 @@ extension CallbackRunnerTests {
             retry(on: queue) { _ in
                 1
             } completion: { result in
-                one.set(result.successValue ?? -1)
+                one.set(result.cbValue ?? -1)
             }
             retry(on: queue) { attempt in
                 try await Task.sleep(for: .microseconds(10))
                 return attempt.number + 1
             } completion: { result, summary in
-                two.set((result.successValue ?? -1) * 10 + summary.attempts)
+                two.set((result.cbValue ?? -1) * 10 + summary.attempts)
             }
             #expect(await cbWait { one.get != nil && two.get != nil })
             #expect(one.get == 1)
@@ -210,7 +210,7 @@ extension CallbackRunnerTests {
             #expect(await cbWait { recorder.completionCount == 1 && sawCancellation.count == 1 })
             let took = clock.now - start
             #expect(took < .milliseconds(500), "the task was cancelled, not left sleeping (took \(took))")
-            #expect(recorder.onlyResult?.failureError is CancellationError)
+            #expect(recorder.onlyResult?.cbError is CancellationError)
             #expect(started.count == 1)
         }
 
@@ -229,7 +229,7 @@ extension CallbackRunnerTests {
             let result = await awaiter.result
             let took = clock.now - start
             #expect(took < .milliseconds(500), "took \(took)")
-            #expect(result.failureError is CancellationError)
+            #expect(result.cbError is CancellationError)
         }
 
         @Test func attemptTimeoutCancelsTheTaskAndRetries() async {
@@ -255,7 +255,7 @@ extension CallbackRunnerTests {
             #expect(await cbPump(scheduler) { started.count == 1 })
             scheduler.advance(by: .milliseconds(20))  // attempt 1 times out: its task is cancelled, attempt 2 starts
             #expect(await cbPump(scheduler) { recorder.completionCount == 1 })
-            #expect(recorder.onlyResult?.successValue == 2)
+            #expect(recorder.onlyResult?.cbValue == 2)
             #expect(recorder.onlySummary == RetrySummary(reason: .succeeded, attempts: 2, elapsed: .milliseconds(20)))
             #expect(await cbWait { sawCancellation.count == 1 }, "attempt 1's task was cancelled")
         }
@@ -263,7 +263,7 @@ extension CallbackRunnerTests {
         @Test func asyncOperationReleasesEverythingAfterFinishing() async {
             let completions = CBCounter()
             let probes: [CBWeak<CBCanary>]
-            let handleProbe: CBWeak<RetryHandle<Int>>
+            let runnerProbe: CBWeak<CallbackRunner>
             do {
                 let canaries = [CBCanary(), CBCanary(), CBCanary()]
                 probes = canaries.map(CBWeak.init)
@@ -282,11 +282,11 @@ extension CallbackRunnerTests {
                         withExtendedLifetime(canaries[2]) {}
                         completions.increment()
                     })
-                handleProbe = CBWeak(handle)
+                runnerProbe = CBWeak(handle.runner)
             }
             #expect(await cbWait { completions.count == 1 })
             #expect(await cbWait { probes.allSatisfy { $0.object == nil } })
-            #expect(await cbWait { handleProbe.object == nil })
+            #expect(await cbWait { runnerProbe.object == nil })
         }
     }
 }

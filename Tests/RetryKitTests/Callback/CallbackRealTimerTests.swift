@@ -28,7 +28,7 @@ extension CallbackRunnerTests {
 
             #expect(await cbWait { recorder.completionCount == 1 })
             #expect(clock.now - start >= .milliseconds(10), "two 5 ms waits")
-            #expect(recorder.onlyResult?.successValue == 3)
+            #expect(recorder.onlyResult?.cbValue == 3)
             #expect((recorder.onlySummary?.elapsed ?? .zero) >= .milliseconds(10))
             #expect(recorder.offQueue.isEmpty, "operation, strategy, observer and completion all ran on the queue")
             let wait = Duration.milliseconds(5)
@@ -55,7 +55,7 @@ extension CallbackRunnerTests {
             #expect(await cbWait { recorder.completionCount == 1 })
             let took = clock.now - start
             #expect(took < .milliseconds(500), "completed promptly (took \(took))")
-            #expect(recorder.onlyResult?.failureError is CancellationError)
+            #expect(recorder.onlyResult?.cbError is CancellationError)
             #expect(recorder.offQueue.isEmpty)
             #expect(await cbWait { scheduler.liveTokens == 0 }, "the timer was released")
         }
@@ -73,7 +73,7 @@ extension CallbackRunnerTests {
 
             #expect(await cbWait { recorder.completionCount == 1 })
             #expect(clock.now - start >= .milliseconds(40))
-            #expect(cbIsRetryError(recorder.onlyResult?.failureError, .attemptTimedOut))
+            #expect(cbIsRetryError(recorder.onlyResult?.cbError, .attemptTimedOut))
             #expect(recorder.onlySummary?.reason == .exhausted)
             #expect(hooks.count == 2)
             #expect(recorder.offQueue.isEmpty)
@@ -89,7 +89,7 @@ extension CallbackRunnerTests {
                 completion: recorder.completion)
 
             #expect(await cbWait { recorder.completionCount == 1 })
-            let error = recorder.onlyResult?.failureError as? RetryError
+            let error = recorder.onlyResult?.cbError as? RetryError
             #expect(error?.reason == .deadlineExceeded)
             #expect(error?.lastError != nil)
             #expect((error?.attempts ?? 0) >= 1)
@@ -107,7 +107,7 @@ extension CallbackRunnerTests {
             let scheduler = CBRecordingScheduler(DispatchTimerScheduler())
             let completions = CBCounter()
             let probes: [CBWeak<CBCanary>]
-            let handleProbe: CBWeak<RetryHandle<Int>>
+            let runnerProbe: CBWeak<CallbackRunner>
             do {
                 let canaries = [CBCanary(), CBCanary(), CBCanary(), CBCanary()]
                 probes = canaries.map(CBWeak.init)
@@ -125,13 +125,13 @@ extension CallbackRunnerTests {
                         withExtendedLifetime(canaries[3]) {}
                         completions.increment()
                     })
-                handleProbe = CBWeak(handle)
+                runnerProbe = CBWeak(handle.runner)
             }
             #expect(await cbWait { completions.count == 1 })
             #expect(scheduler.scheduledDelays.count == 5, "3 attempt timers and 2 waits")
             #expect(await cbWait { probes.allSatisfy { $0.object == nil } }, "closures released")
             #expect(await cbWait { scheduler.liveTokens == 0 }, "timers released")
-            #expect(await cbWait { handleProbe.object == nil }, "runner released")
+            #expect(await cbWait { runnerProbe.object == nil }, "runner released")
             #expect(completions.count == 1)
         }
     }

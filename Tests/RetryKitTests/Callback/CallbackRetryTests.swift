@@ -25,7 +25,7 @@ extension CallbackRunnerTests {
             #expect(calls.count == 0, "nothing runs before the scheduler is advanced")
             scheduler.advance()
             #expect(calls.count == 1)
-            #expect(recorder.onlyResult?.successValue == 42)
+            #expect(recorder.onlyResult?.cbValue == 42)
             #expect(recorder.onlySummary == RetrySummary(reason: .succeeded, attempts: 1, elapsed: .zero))
             #expect(recorder.events == ["start 1", "ok 1 42", "finished succeeded 1"])
             #expect(scheduler.pendingCount == 0)
@@ -60,7 +60,7 @@ extension CallbackRunnerTests {
             #expect(seen.map(\.number) == [1, 2, 3])
             #expect(seen.map(\.retriesLeft) == [2, 1, 0])
             #expect(seen.map(\.elapsed) == [.zero, .milliseconds(100), .milliseconds(200)])
-            #expect(recorder.onlyResult?.successValue == 30)
+            #expect(recorder.onlyResult?.cbValue == 30)
             #expect(recorder.onlySummary == RetrySummary(reason: .succeeded, attempts: 3, elapsed: .milliseconds(200)))
             let wait = Duration.milliseconds(100)
             #expect(
@@ -125,7 +125,7 @@ extension CallbackRunnerTests {
                 }
             #expect(
                 starts.withLock { $0 } == expectedStarts, "attempts start exactly after the delays, in virtual time")
-            #expect(recorder.onlyResult?.failureError as? CBError == CBError(code: maxAttempts))
+            #expect(recorder.onlyResult?.cbError as? CBError == CBError(code: maxAttempts))
             #expect(recorder.onlySummary == RetrySummary(reason: .exhausted, attempts: maxAttempts, elapsed: sum))
         }
 
@@ -139,7 +139,7 @@ extension CallbackRunnerTests {
                 completion: recorder.completion)
             scheduler.run()
 
-            #expect(recorder.onlyResult?.failureError as? CBError == CBError(code: 3))
+            #expect(recorder.onlyResult?.cbError as? CBError == CBError(code: 3))
             #expect(recorder.onlySummary == RetrySummary(reason: .exhausted, attempts: 3, elapsed: .seconds(3)))
             #expect(recorder.events.suffix(2) == ["fail 3 E3 giveUp exhausted", "finished exhausted 3 E3"])
         }
@@ -158,7 +158,7 @@ extension CallbackRunnerTests {
             scheduler.run()
 
             #expect(calls.count == 2)
-            #expect(recorder.onlyResult?.failureError as? CBError == CBError(code: 99))
+            #expect(recorder.onlyResult?.cbError as? CBError == CBError(code: 99))
             #expect(recorder.onlySummary == RetrySummary(reason: .stopped, attempts: 2, elapsed: .seconds(2)))
             #expect(
                 recorder.events == [
@@ -178,7 +178,7 @@ extension CallbackRunnerTests {
             scheduler.run()
 
             // Attempts at 0, 100 and 200 ms; a third wait would end at 300 ms, past the deadline: give up at 200 ms.
-            let error = recorder.onlyResult?.failureError as? RetryError
+            let error = recorder.onlyResult?.cbError as? RetryError
             #expect(error?.reason == .deadlineExceeded)
             #expect(error?.lastError as? CBError == CBError(code: 3))
             #expect(error?.attempts == 3)
@@ -203,7 +203,7 @@ extension CallbackRunnerTests {
             scheduler.advance(by: .milliseconds(999))
             #expect(recorder.completionCount == 0)
             scheduler.advance(by: .milliseconds(1))
-            let error = recorder.onlyResult?.failureError as? RetryError
+            let error = recorder.onlyResult?.cbError as? RetryError
             #expect(error?.reason == .deadlineExceeded)
             #expect(cbIsRetryError(error?.lastError, .attemptTimedOut))
             #expect(hooks.count == 1, "the abandoned attempt's cancel hook ran")
@@ -244,7 +244,7 @@ extension CallbackRunnerTests {
 
             #expect(hooks.count == 1)
             #expect(strategyErrors.withLock { $0 } == [.attemptTimedOut])
-            #expect(recorder.onlyResult?.successValue == 2)
+            #expect(recorder.onlyResult?.cbValue == 2)
             #expect(recorder.onlySummary == RetrySummary(reason: .succeeded, attempts: 2, elapsed: .milliseconds(50)))
             #expect(scheduler.pendingCount == 0, "attempt 2's timer was cancelled when it succeeded")
 
@@ -293,7 +293,7 @@ extension CallbackRunnerTests {
             scheduler.run()
 
             #expect(calls.count == 0)
-            let error = recorder.onlyResult?.failureError as? RetryError
+            let error = recorder.onlyResult?.cbError as? RetryError
             if case .invalidConfiguration = error?.reason {} else { Issue.record("expected invalidConfiguration") }
             #expect(recorder.onlySummary?.reason == .invalidConfiguration)
             #expect(recorder.onlySummary?.attempts == 0)
@@ -321,7 +321,7 @@ extension CallbackRunnerTests {
             #expect(handle.isFinished)
             scheduler.advance()  // the hop to the queue, without moving time
 
-            #expect(recorder.onlyResult?.failureError is CancellationError)
+            #expect(recorder.onlyResult?.cbError is CancellationError)
             #expect(recorder.onlySummary == RetrySummary(reason: .cancelled, attempts: 1, elapsed: .zero))
             #expect(scheduler.pendingCount == 0, "the timer was cancelled")
             scheduler.run()
@@ -350,7 +350,7 @@ extension CallbackRunnerTests {
             handle.cancel()
             #expect(hooks.count == 1, "the hook runs on the cancelling thread before cancel returns")
             scheduler.advance()
-            #expect(recorder.onlyResult?.failureError is CancellationError)
+            #expect(recorder.onlyResult?.cbError is CancellationError)
             #expect(scheduler.pendingCount == 0, "the attempt's timer was cancelled")
 
             kept.get?(.success(5))
@@ -375,7 +375,7 @@ extension CallbackRunnerTests {
             scheduler.run()
 
             #expect(calls.count == 0)
-            #expect(recorder.onlyResult?.failureError is CancellationError)
+            #expect(recorder.onlyResult?.cbError is CancellationError)
             #expect(recorder.onlySummary == RetrySummary(reason: .cancelled, attempts: 0, elapsed: .zero))
         }
 
@@ -392,7 +392,7 @@ extension CallbackRunnerTests {
             scheduler.run()
 
             #expect(recorder.completionCount == 1)
-            #expect(recorder.onlyResult?.successValue == 8)
+            #expect(recorder.onlyResult?.cbValue == 8)
             #expect(try await handle.value == 8, "the result stays the success")
             #expect(recorder.events.last == "finished succeeded 1")
         }
@@ -416,7 +416,7 @@ extension CallbackRunnerTests {
             scheduler.run()
 
             #expect(recorder.completionCount == 1)
-            #expect(recorder.onlyResult?.successValue == 2)
+            #expect(recorder.onlyResult?.cbValue == 2)
             #expect(
                 recorder.events == [
                     "start 1", "fail 1 E1 retry \(Duration.zero)", "start 2", "duplicate 1", "ok 2 2",
@@ -438,7 +438,7 @@ extension CallbackRunnerTests {
                 }, observer: recorder.observer, completion: recorder.completion)
             scheduler.run()
 
-            #expect(recorder.onlyResult?.successValue == "three")
+            #expect(recorder.onlyResult?.cbValue == "three")
             #expect(recorder.events[1] == "fail 1 E1 retry \(Duration.zero)")
             #expect(
                 recorder.rawEvents.contains { event in
@@ -462,7 +462,7 @@ extension CallbackRunnerTests {
                 completion: recorder.completion)
             scheduler.base.advance()
 
-            #expect(recorder.onlyResult?.successValue == 4)
+            #expect(recorder.onlyResult?.cbValue == 4)
             #expect(scheduler.scheduledDelays.isEmpty, "a zero delay arms no timer")
             #expect(scheduler.executeCount == 1 + 4, "one hop to start, one per completed attempt")
             #expect(scheduler.base.now == .zero)
@@ -482,7 +482,7 @@ extension CallbackRunnerTests {
             retry(on: queue, scheduler: scheduler) { _, done in
                 done(.success(2))
             } completion: { result, summary in
-                two.set((result.successValue, summary.attempts))
+                two.set((result.cbValue, summary.attempts))
             }
             retry(maxAttempts: 2, on: queue, scheduler: scheduler) { _, done in
                 done(.success(3))
@@ -490,11 +490,11 @@ extension CallbackRunnerTests {
                 .stop
             } observer: { _ in
             } completion: {
-                if $0.successValue == 3 { anonymous.increment() }
+                if $0.cbValue == 3 { anonymous.increment() }
             }
             scheduler.run()
 
-            #expect(one.get?.successValue == 1)
+            #expect(one.get?.cbValue == 1)
             #expect(two.get?.0 == 2)
             #expect(two.get?.1 == 1)
             #expect(anonymous.count == 1)
@@ -521,6 +521,7 @@ extension CallbackRunnerTests {
                             touch("cancel hook")
                             handleSlot.get?.cancel()
                         }
+                        handleSlot.get?.cancel()  // from inside the operation: runs the hook right here
                     }
                 },
                 strategy: { _ in
@@ -533,7 +534,7 @@ extension CallbackRunnerTests {
                 },
                 observer: { event in
                     touch("observer")
-                    if case .attemptStarted(let attempt) = event, attempt.number == 2 { handleSlot.get?.cancel() }
+                    if case .finished = event { handleSlot.get?.cancel() }
                 },
                 completion: { _ in
                     touch("completion")
@@ -564,7 +565,9 @@ extension CallbackRunnerTests {
             let strategy: CBWeak<CBCanary>
             let observer: CBWeak<CBCanary>
             let completion: CBWeak<CBCanary>
-            let handle: CBWeak<RetryHandle<Int>>
+            /// The handle, kept like a caller might keep it.
+            var handle: RetryHandle<Int>?
+            let runner: CBWeak<CallbackRunner>
         }
 
         /// Starts a retrier whose closures each capture their own canary, keeping only weak references.
@@ -608,28 +611,27 @@ extension CallbackRunnerTests {
             }
             return Probes(
                 operation: CBWeak(operationCanary), strategy: CBWeak(strategyCanary), observer: CBWeak(observerCanary),
-                completion: CBWeak(completionCanary), handle: CBWeak(handle))
+                completion: CBWeak(completionCanary), handle: handle, runner: CBWeak(handle.runner))
         }
 
         @Test(arguments: Ending.allCases)
         func nothingIsRetainedAfterTheRetrierFinishes(_ ending: Ending) {
             let scheduler = TestScheduler()
             let completions = CBCounter()
-            var kept: RetryHandle<Int>?
-            let probes = Self.startProbed(ending, scheduler: scheduler, queue: queue, completions: completions)
-            kept = probes.handle.object  // a caller that keeps the handle must not keep the closures alive
-            #expect(kept != nil)
+            var probes = Self.startProbed(ending, scheduler: scheduler, queue: queue, completions: completions)
             scheduler.run()
 
             #expect(completions.count == 1)
-            #expect(kept?.isFinished == true)
+            #expect(probes.handle?.isFinished == true)
+            // The caller still holds the handle: the closures must be released anyway.
             #expect(probes.operation.object == nil, "operation released")
             #expect(probes.strategy.object == nil, "strategy released")
             #expect(probes.observer.object == nil, "observer released")
             #expect(probes.completion.object == nil, "completion released")
             #expect(scheduler.pendingCount == 0, "no timer left")
-            kept = nil
-            #expect(probes.handle.object == nil, "the runner itself is gone: no retain cycle")
+            #expect(probes.runner.object != nil, "the handle keeps its runner")
+            probes.handle = nil
+            #expect(probes.runner.object == nil, "the runner itself is gone: no retain cycle")
         }
     }
 }

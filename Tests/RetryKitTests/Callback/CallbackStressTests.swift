@@ -27,8 +27,8 @@ extension CallbackRunnerTests {
             let outcomes = Locked([RetryFinishReason?](repeating: nil, count: count))
             let total = CBCounter()
             let operationCalls = CBCounter()
-            var handles: [CBWeak<RetryHandle<Int>>] = []
-            handles.reserveCapacity(count)
+            var runners: [CBWeak<CallbackRunner>] = []
+            runners.reserveCapacity(count)
 
             for index in 0..<count {
                 var rng = TestRNG(seed: UInt64(index) &* 0x9E37)
@@ -68,7 +68,7 @@ extension CallbackRunnerTests {
                         }
                         total.increment()
                     })
-                handles.append(CBWeak(handle))
+                runners.append(CBWeak(handle.runner))
                 switch rng.below(4) {
                 case 0:
                     handle.cancel()  // at once, racing the first hop
@@ -91,7 +91,7 @@ extension CallbackRunnerTests {
             #expect(reasons.contains(.exhausted))
             #expect(operationCalls.count <= 3 * count)
             #expect(
-                await cbWait(timeout: .seconds(20)) { handles.allSatisfy { $0.object == nil } },
+                await cbWait(timeout: .seconds(20)) { runners.allSatisfy { $0.object == nil } },
                 "every runner was released (no retain cycle, no timer left behind)")
         }
 

@@ -140,12 +140,12 @@ final class CBRecorder<Value: Sendable>: Sendable {
 }
 
 extension Result {
-    var successValue: Success? {
+    var cbValue: Success? {
         if case .success(let value) = self { return value }
         return nil
     }
 
-    var failureError: Failure? {
+    var cbError: Failure? {
         if case .failure(let error) = self { return error }
         return nil
     }
