@@ -58,15 +58,7 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
 /// The shared state behind one attempt's ``AttemptCompletion``: delivers the first result, reports duplicates and
 /// runs the cancel hook at most once.
 package final class AttemptSlot<Value: Sendable>: Sendable {
-    private struct State {
-        var delivered = false
-        var abandoned = false
-        var hook: (@Sendable () -> Void)?
-    }
-
-    private enum DeliveryOutcome { case deliver, duplicate, ignore }
-
-    private let state = Locked(State())
+    private let state = Locked(AttemptSlotState())
     private let onResult: @Sendable (Result<Value, any Error>) -> Void
     private let onDuplicate: @Sendable () -> Void
 
@@ -82,7 +74,7 @@ package final class AttemptSlot<Value: Sendable>: Sendable {
     }
 
     package func deliver(_ result: Result<Value, any Error>) {
-        let outcome: DeliveryOutcome = state.withLock { state in
+        let outcome: AttemptDeliveryOutcome = state.withLock { state in
             if state.delivered { return .duplicate }
             state.delivered = true
             state.hook = nil
@@ -118,3 +110,15 @@ package final class AttemptSlot<Value: Sendable>: Sendable {
 
     package var isAbandoned: Bool { state.withLock { $0.abandoned } }
 }
+
+// Outside the generic class on purpose: a type nested in `AttemptSlot<Value>` is generic too, and unspecialized code
+// (RetryKit's callers are other modules) would look its metadata up at run time on every attempt.
+
+/// The mutable state of one ``AttemptSlot``.
+private struct AttemptSlotState {
+    var delivered = false
+    var abandoned = false
+    var hook: (@Sendable () -> Void)?
+}
+
+private enum AttemptDeliveryOutcome { case deliver, duplicate, ignore }

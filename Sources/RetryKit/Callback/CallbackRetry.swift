@@ -1,0 +1,228 @@
+import Dispatch
+
+/// Retries a completion-handler operation with backoff, calling `completion` with the result and a summary.
+///
+/// This is the completion-handler face of RetryKit, for code that would otherwise hand-write a recursive
+/// `requestWithRetry`. The operation receives the attempt (its number, the retries left, the time elapsed) and a
+/// completion to call once, in the `Result` style or the `(Value?, Error?)` style:
+///
+/// ```swift
+/// let handle = retry(maxAttempts: 5, on: .main) { attempt, done in
+///     let task = legacyLoad(id) { value, error in done(value, error) }
+///     done.onCancel { task.cancel() }
+/// } strategy: { error in
+///     error is AuthError ? .stop : .backoff(.exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter())
+/// } completion: { result, summary in
+///     print("\(summary.attempts) attempt(s):", result)
+/// }
+/// ```
+///
+/// After a failed attempt the strategy decides: `.backoff(…)` waits the backoff's delay for that retry (x = 0 before
+/// the second attempt), `.retryAfter(d)` waits exactly `d`, `.stop` gives up. Each wait is a one-shot timer of the
+/// scheduler (a `DispatchSourceTimer` in production); a zero delay arms no timer and the next attempt starts at once.
+///
+/// ## Queue
+///
+/// The operation, the strategy, the observer and the completion all run on `queue`; the operation may call its
+/// completion from any thread. Use a serial queue (such as `.main`) to get the observer's events in order: on a
+/// concurrent queue the guarantees below still hold, but callbacks may run concurrently and events may interleave.
+/// (With `TestScheduler` everything runs on the thread that advances it instead.)
+///
+/// ## Guarantees
+///
+/// - `completion` runs **exactly once, on `queue`**, however the retrier ends (`summary.reason` in brackets):
+///   - an attempt succeeds: `.success(value)` (`.succeeded`);
+///   - the last allowed attempt fails: the operation's last error (`.exhausted`);
+///   - the strategy returns `.stop`: the error of that attempt (`.stopped`);
+///   - `totalTimeout` expires, or the next wait would end after it: ``RetryError`` `.deadlineExceeded`
+///     (`.deadlineExceeded`);
+///   - the configuration is invalid (`maxAttempts < 1`, a negative `totalTimeout`, a non-positive `attemptTimeout`):
+///     ``RetryError`` `.invalidConfiguration`, and no attempt runs (`.invalidConfiguration`);
+///   - ``RetryHandle/cancel()``, or cancelling a task awaiting ``RetryHandle/value``: `CancellationError`
+///     (`.cancelled`).
+/// - **Cancel** during a wait cancels the timer and completes promptly; during an attempt it runs the attempt's cancel
+///   hook (``AttemptCompletion/onCancel(_:)``) and completes at once, ignoring the attempt's late result; after the
+///   retrier finished it does nothing.
+/// - An operation that calls its completion **twice** never causes a second completion: the extra call is reported
+///   to the observer as ``RetryEvent/duplicateCompletion(_:)`` (on `queue`, possibly after `finished`).
+/// - An attempt that does not complete within `attemptTimeout` fails with ``RetryError`` `.attemptTimedOut` (its cancel
+///   hook runs) and the strategy decides as for any failure; its late completion is ignored.
+/// - **Nothing is retained** after the retrier finishes: the operation, strategy, observer and completion are released
+///   and the pending timer is cancelled and released, even while the returned handle is kept.
+/// - RetryKit **holds no lock while user code runs**: operation, strategy, observer, completion and cancel hooks may
+///   call back into the handle.
+///
+/// - Parameters:
+///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
+///   - totalTimeout: A deadline across all attempts and waits, measured from this call: the retrier gives up when it
+///     passes (an attempt still running then is abandoned) or as soon as a wait would end after it. `nil` (no
+///     deadline) by default.
+///   - attemptTimeout: How long one attempt may take before it fails with ``RetryError`` `.attemptTimedOut`. `nil` (no
+///     limit) by default.
+///   - queue: The queue the operation, strategy, observer and completion run on.
+///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default; pass a
+///     `TestScheduler` to test on virtual time.
+///   - operation: One attempt. Call the completion once, from any thread.
+///   - strategy: What to do after a failed attempt that has attempts left. `.backoff(.none)` (retry at once) by
+///     default.
+///   - observer: Receives ``RetryEvent``s on `queue`, in order: attempt started, attempt failed (with the next delay or
+///     the reason for giving up), attempt succeeded, finished. `nil` by default.
+///   - completion: The result, and a ``RetrySummary`` that says how the retrier ended and how many attempts ran.
+/// - Returns: A handle to cancel the retrier or await its result. Keeping it is optional.
+@discardableResult
+public func retry<Value: Sendable>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    on queue: DispatchQueue,
+    scheduler: any RetryScheduler = .dispatch,
+    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+) -> RetryHandle<Value> {
+    let runner = CallbackRunner(
+        configuration: RetryConfiguration(
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
+        queue: queue,
+        scheduler: scheduler,
+        client: CallbackSet(operation: operation, strategy: strategy, observer: observer, completion: completion),
+        observes: observer != nil)
+    runner.start()
+    return RetryHandle(runner: runner)
+}
+
+/// Retries a completion-handler operation with backoff, calling `completion` with the result.
+///
+/// The same retrier as the variant whose completion also receives a ``RetrySummary``, with the same queue and the same
+/// guarantees; see there. Write `{ result in … }` for this one and `{ result, summary in … }` for the other.
+///
+/// - Parameters:
+///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
+///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
+///   - attemptTimeout: How long one attempt may take. `nil` by default.
+///   - queue: The queue the operation, strategy, observer and completion run on.
+///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+///   - operation: One attempt. Call the completion once, from any thread.
+///   - strategy: What to do after a failed attempt. `.backoff(.none)` by default.
+///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
+///   - completion: The result; runs exactly once, on `queue`.
+/// - Returns: A handle to cancel the retrier or await its result.
+@discardableResult
+public func retry<Value: Sendable>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    on queue: DispatchQueue,
+    scheduler: any RetryScheduler = .dispatch,
+    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+    completion: @escaping @Sendable (Result<Value, any Error>) -> Void
+) -> RetryHandle<Value> {
+    retry(
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, on: queue,
+        scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
+        completion: { result, _ in completion(result) })
+}
+
+// MARK: - Async operations retried from callback code
+
+/// Retries an `async` operation from completion-handler code, calling `completion` with the result and a summary.
+///
+/// A bridge for migrating one call site at a time: the operation is already `async`, its caller still uses
+/// callbacks. Each attempt runs in a new `Task`; the retrier, its strategy, events and completion are exactly those of
+/// the completion-handler `retry` (it is the same runner), with the same queue and guarantees.
+///
+/// ```swift
+/// let handle = retry(maxAttempts: 4, on: .main) { attempt in
+///     try await api.load(id)
+/// } strategy: { _ in
+///     .backoff(.exponential(a: .milliseconds(200), b: 2).jitter())
+/// } completion: { result, summary in
+///     render(result)
+/// }
+/// handle.cancel()   // cancels the Task of the attempt in flight
+/// ```
+///
+/// ``RetryHandle/cancel()``, a per-attempt timeout and a total deadline that expires during an attempt all cancel the
+/// attempt's `Task` (through its cancel hook); whatever the task returns afterwards is ignored.
+///
+/// - Parameters:
+///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
+///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
+///   - attemptTimeout: How long one attempt may take; its task is then cancelled. `nil` by default.
+///   - queue: The queue the strategy, observer and completion run on (the operation runs in its own task).
+///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+///   - operation: One attempt, run in a new `Task`.
+///   - strategy: What to do after a failed attempt. `.backoff(.none)` by default.
+///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
+///   - completion: The result and a ``RetrySummary``; runs exactly once, on `queue`.
+/// - Returns: A handle to cancel the retrier or await its result.
+@discardableResult
+public func retry<Value: Sendable>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    on queue: DispatchQueue,
+    scheduler: any RetryScheduler = .dispatch,
+    operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+) -> RetryHandle<Value> {
+    retry(
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, on: queue,
+        scheduler: scheduler, operation: taskAttempt(operation), strategy: strategy, observer: observer,
+        completion: completion)
+}
+
+/// Retries an `async` operation from completion-handler code, calling `completion` with the result.
+///
+/// The same as the variant whose completion also receives a ``RetrySummary``; see there.
+///
+/// - Parameters:
+///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
+///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
+///   - attemptTimeout: How long one attempt may take; its task is then cancelled. `nil` by default.
+///   - queue: The queue the strategy, observer and completion run on.
+///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+///   - operation: One attempt, run in a new `Task`.
+///   - strategy: What to do after a failed attempt. `.backoff(.none)` by default.
+///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
+///   - completion: The result; runs exactly once, on `queue`.
+/// - Returns: A handle to cancel the retrier or await its result.
+@discardableResult
+public func retry<Value: Sendable>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    on queue: DispatchQueue,
+    scheduler: any RetryScheduler = .dispatch,
+    operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+    completion: @escaping @Sendable (Result<Value, any Error>) -> Void
+) -> RetryHandle<Value> {
+    retry(
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, on: queue,
+        scheduler: scheduler, operation: taskAttempt(operation), strategy: strategy, observer: observer,
+        completion: { result, _ in completion(result) })
+}
+
+/// Adapts an `async` operation to a completion-handler attempt: runs it in a `Task` whose cancellation is the
+/// attempt's cancel hook.
+private func taskAttempt<Value: Sendable>(
+    _ operation: @escaping @Sendable (RetryAttempt) async throws -> Value
+) -> @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void {
+    { attempt, done in
+        let task = Task {
+            do {
+                done(.success(try await operation(attempt)))
+            } catch {
+                done(.failure(error))
+            }
+        }
+        done.onCancel { task.cancel() }
+    }
+}

@@ -1,0 +1,161 @@
+import Dispatch
+
+/// A running completion-handler retrier: cancel it, ask whether it has finished, or await its result.
+///
+/// The completion-handler `retry(…, on: queue, …)` functions return one. Keeping it is optional: a retrier keeps
+/// itself alive while it waits or while its operation holds the attempt's completion, and releases everything it
+/// captured once it finishes.
+///
+/// ```swift
+/// let handle = retry(on: .main) { attempt, done in
+///     legacyLoad(id) { value, error in done(value, error) }
+/// } completion: { result in
+///     show(result)
+/// }
+/// …
+/// handle.cancel()                        // from any thread
+/// let value = try await handle.value     // or await it from async code
+/// ```
+///
+/// All members are thread-safe.
+public final class RetryHandle<Value: Sendable>: Sendable {
+    /// The engine; it does not depend on `Value`. (`package` so that tests can check it is released.)
+    package let runner: CallbackRunner
+
+    init(runner: CallbackRunner) {
+        self.runner = runner
+    }
+
+    /// Cancels the retrier.
+    ///
+    /// What happens depends on where the retrier is:
+    ///
+    /// - **Waiting before a retry:** the timer is cancelled and the completion runs promptly on the retrier's queue
+    ///   with `CancellationError`. No further attempt starts.
+    /// - **Running an attempt:** the attempt's cancel hook (``AttemptCompletion/onCancel(_:)``) runs at once on the
+    ///   calling thread, the per-attempt timer (if any) is cancelled, and the completion runs at once on the queue with
+    ///   `CancellationError`. The attempt's late result is ignored.
+    /// - **Not started yet:** no attempt runs; the completion receives `CancellationError`.
+    /// - **Finished:** nothing happens. The completion never runs twice.
+    ///
+    /// Observers see ``RetryEvent/finished(_:error:)`` with ``RetryFinishReason/cancelled`` and no result for the
+    /// attempt in flight. Idempotent; safe from any thread, including from inside the retrier's own callbacks.
+    public func cancel() {
+        runner.cancel()
+    }
+
+    /// Whether the retrier has finished: no attempt will start any more.
+    ///
+    /// Becomes `true` the moment the outcome is decided (for example as soon as ``cancel()`` returns); the completion
+    /// then runs, or is already on its way to the retrier's queue.
+    public var isFinished: Bool {
+        runner.isFinished
+    }
+
+    /// The retrier's result, awaited from async code: the value on success, otherwise the error the completion
+    /// receives.
+    ///
+    /// Returns after the completion handler has run on the retrier's queue, with the same result. Any number of tasks
+    /// may await it; awaiting a retrier that has already finished returns at once.
+    ///
+    /// Cancelling an awaiting task cancels the retrier (as ``cancel()`` does: the pending timer, or the attempt in
+    /// flight through its cancel hook), and the await throws `CancellationError` unless the retrier had already
+    /// finished. A cancellation that arrives before the await is registered is not lost: the retrier is cancelled
+    /// first and the await then returns its `CancellationError`. Cancelling one awaiting task cancels the retrier for
+    /// every awaiter.
+    public var value: Value {
+        get async throws {
+            if let outcome = runner.outcome {
+                return try Self.typed(outcome).get()
+            }
+            let runner = self.runner
+            let value = try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
+                    runner.register(continuation)
+                }
+            } onCancel: {
+                runner.cancel()
+            }
+            return try Self.typed(.success(value)).get()
+        }
+    }
+
+    /// The outcome with its value cast back to `Value` (it always is one: only this retrier's operation produced it).
+    private static func typed(_ outcome: CallbackOutcome) -> Result<Value, any Error> {
+        outcome.flatMap { value in
+            if let value = value as? Value { return .success(value) }
+            return .failure(RetryError(.missingResult))  // unreachable
+        }
+    }
+}
+
+/// The typed side of a retrier: the user's closures, which the non-generic ``CallbackRunner`` reaches through
+/// ``CallbackClient`` and drops as soon as the retrier finishes.
+final class CallbackSet<Value: Sendable>: CallbackClient {
+    let operation: @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void
+    let strategy: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
+    let observer: (@Sendable (RetryEvent<Value>) -> Void)?
+    let completion: @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+
+    init(
+        operation: @escaping @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void,
+        strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)?,
+        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    ) {
+        self.operation = operation
+        self.strategy = strategy
+        self.observer = observer
+        self.completion = completion
+    }
+
+    func decide(after error: any Error) -> RetryStrategy<ContinuousClock> {
+        strategy(error)
+    }
+
+    func start(_ attempt: RetryAttempt, on runner: CallbackRunner) {
+        let number = attempt.number
+        let onDuplicate: @Sendable () -> Void
+        if let observer {
+            onDuplicate = { runner.hop { observer(.duplicateCompletion(attempt)) } }
+        } else {
+            onDuplicate = {}
+        }
+        let slot = AttemptSlot<Value>(
+            onResult: { result in
+                switch result {
+                case .success(let value): runner.attemptCompleted(number, .success(value))
+                case .failure(let error): runner.attemptCompleted(number, .failure(error))
+                }
+            },
+            onDuplicate: onDuplicate)
+        guard runner.attach(slot, to: number) else {
+            slot.abandon()  // cancelled (or timed out) before the operation ran: do not run it
+            return
+        }
+        operation(attempt, AttemptCompletion(slot))
+    }
+
+    func emitStarted(_ attempt: RetryAttempt) {
+        observer?(.attemptStarted(attempt))
+    }
+
+    func emitFailed(_ attempt: RetryAttempt, error: any Error, next: RetryNextStep) {
+        observer?(.attemptFailed(attempt, error: error, next: next))
+    }
+
+    func finish(_ termination: RetryTermination, value: (any Sendable)?) {
+        let value = value as? Value
+        if let observer {
+            for event in termination.events(value: value) { observer(event) }
+        }
+        completion(termination.result(value: value), termination.summary)
+    }
+}
+
+/// An attempt's completion as the runner sees it: something to abandon on cancel or timeout.
+protocol AttemptAbandoning: AnyObject, Sendable {
+    func abandon()
+}
+
+extension AttemptSlot: AttemptAbandoning {}
