@@ -73,9 +73,25 @@ public func retry<R: Sendable, C: Clock>(
     strategy: (any Error) -> RetryStrategy<C> = { _ in .backoff(.none) },
     observer: (RetryEvent<R>) -> Void = { _ in }
 ) async throws -> R where C.Duration == Duration {
-    let configuration = RetryConfiguration(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout)
-    return try await runObservedRetry(
+    try await retry(
+        configuration: RetryConfiguration(
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
+        tolerance: tolerance, clock: clock, isolation: isolation, operation: operation, strategy: strategy,
+        observer: observer)
+}
+
+/// Runs an async retrier for a whole configuration (limits and budget): the one entry point behind the observed async
+/// `retry` overloads, policies and the HTTP layer.
+package func retry<R: Sendable, C: Clock>(
+    configuration: RetryConfiguration,
+    tolerance: Duration?,
+    clock: C,
+    isolation: isolated (any Actor)?,
+    operation: @escaping @Sendable (RetryAttempt) async throws -> R,
+    strategy: (any Error) -> RetryStrategy<C>,
+    observer: (RetryEvent<R>) -> Void
+) async throws -> R where C.Duration == Duration {
+    try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, deadline in
             guard let deadline else {

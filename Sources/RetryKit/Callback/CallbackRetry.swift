@@ -81,9 +81,27 @@ public func retry<Value: Sendable>(
     observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
     completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
-    let runner = CallbackRunner(
+    retry(
         configuration: RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
+        on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
+        completion: completion)
+}
+
+/// Starts a completion-handler retrier for a whole configuration (limits and budget): the one entry point behind every
+/// public callback `retry`, policies and the HTTP layer.
+@discardableResult
+package func retry<Value: Sendable>(
+    configuration: RetryConfiguration,
+    on queue: DispatchQueue,
+    scheduler: any RetryScheduler,
+    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
+    observer: (@Sendable (RetryEvent<Value>) -> Void)?,
+    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+) -> RetryHandle<Value> {
+    let runner = CallbackRunner(
+        configuration: configuration,
         queue: queue,
         scheduler: scheduler,
         client: CallbackSet(operation: operation, strategy: strategy, observer: observer, completion: completion),
@@ -212,7 +230,7 @@ public func retry<Value: Sendable>(
 
 /// Adapts an `async` operation to a completion-handler attempt: runs it in a `Task` whose cancellation is the
 /// attempt's cancel hook.
-private func taskAttempt<Value: Sendable>(
+package func taskAttempt<Value: Sendable>(
     _ operation: @escaping @Sendable (RetryAttempt) async throws -> Value
 ) -> @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void {
     { attempt, done in
