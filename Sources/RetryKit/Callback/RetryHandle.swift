@@ -70,7 +70,8 @@ public final class RetryHandle<Value: Sendable>: Sendable {
             }
             let runner = self.runner
             let value = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
+                try await withCheckedThrowingContinuation {
+                    (continuation: CheckedContinuation<any Sendable, any Error>) in
                     runner.register(continuation)
                 }
             } onCancel: {
