@@ -28,6 +28,10 @@ import Dispatch
 /// concurrent queue the guarantees below still hold, but callbacks may run concurrently and events may interleave.
 /// (With `TestScheduler` everything runs on the thread that advances it instead.)
 ///
+/// A completion called after the operation returned hops to `queue` once, like a hand-written retry would. A completion
+/// called before the operation returns (a cached or invalid request failing at once) is handled as soon as the
+/// operation returns, without another hop; a long run of such attempts does not grow the stack.
+///
 /// ## Guarantees
 ///
 /// - `completion` runs **exactly once, on `queue`**, however the retrier ends (`summary.reason` in brackets):

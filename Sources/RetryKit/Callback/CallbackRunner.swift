@@ -9,8 +9,10 @@ import Dispatch
 // - everything except `cancel()` runs on the caller's queue, so observer events come out in order. `cancel()` decides
 //   on the calling thread and hops to the queue to deliver the completion.
 //
-// Queue hops per attempt match a hand-written recursive retry: one `execute` when the operation calls `done`; the
-// strategy runs in that block, and a zero-delay retry starts the next attempt inline, arming no timer.
+// Queue hops per attempt match a hand-written recursive retry, or beat it: an operation that calls `done` after it
+// returned costs one `execute`; one that calls `done` before returning costs none (the result waits in the state and
+// is handled right after the operation returns, in a loop, so that a long run of synchronous failures cannot grow the
+// stack). The strategy runs in that same block, and a zero-delay retry starts the next attempt inline, arming no timer.
 //
 // The runner does not depend on the value type: everything typed (the operation, the observer, the completion and
 // the attempt's `AttemptSlot<Value>`) sits behind `CallbackClient`, implemented by `CallbackSet<Value>`. Generic code
@@ -43,6 +45,11 @@ struct CallbackRunnerState {
     var client: (any CallbackClient)?
     /// The completion handed to the attempt in flight, to abandon on cancel or timeout.
     var slot: (any AttemptAbandoning)?
+    /// The attempt whose operation is being called right now (0 when none): a result that arrives meanwhile is left in
+    /// `earlyResult` for the queue to handle when the operation returns, instead of hopping.
+    var callingOperation = 0
+    /// A result that arrived while its operation was still being called.
+    var earlyResult: (number: Int, result: CallbackOutcome)?
     /// The one pending timer: the wait before a retry, or the attempt's timeout. Held here (the timer's handler does not
     /// capture it) so that it stays alive until it fires or is cancelled.
     var timer: (any RetryCancellable)?
@@ -139,19 +146,38 @@ package final class CallbackRunner: Sendable {
         state.withLock { s in
             guard s.machine.currentAttempt == number else { return false }
             s.slot = slot
+            s.callingOperation = number
             return true
         }
     }
 
-    /// Attempt `number` called its completion (the first call only, from any thread): hop to the queue.
+    /// Attempt `number` called its completion (the first call only, from any thread). If its operation has not
+    /// returned yet, the result is left for the queue to pick up when it does; otherwise it hops to the queue.
     func attemptCompleted(_ number: Int, _ result: CallbackOutcome) {
-        scheduler.execute(on: queue) { self.process(number, result) }
+        let leftForLater: Bool = state.withLock { s in
+            guard s.callingOperation == number else { return false }
+            s.earlyResult = (number, result)
+            return true
+        }
+        if !leftForLater {
+            scheduler.execute(on: queue) { self.carryOut(self.resultTransition(number, result)) }
+        }
     }
 
-    /// The result of attempt `number`, on the queue.
-    private func process(_ number: Int, _ result: CallbackOutcome) {
+    /// Attempt `number`'s operation returned: ends the call and takes a result that arrived during it, if any.
+    private func operationReturned(_ number: Int) -> (number: Int, result: CallbackOutcome)? {
+        state.withLock { s in
+            if s.callingOperation == number { s.callingOperation = 0 }
+            let early = s.earlyResult
+            s.earlyResult = nil
+            return early
+        }
+    }
+
+    /// Feeds the result of attempt `number` to the machine (on the queue).
+    private func resultTransition(_ number: Int, _ result: CallbackOutcome) -> CallbackTransition {
         let now = elapsed
-        let transition: CallbackTransition = state.withLock { s in
+        return state.withLock { s in
             let action: RetryStateMachine.Action
             var value: (any Sendable)?
             switch result {
@@ -170,7 +196,6 @@ package final class CallbackRunner: Sendable {
             transition.stopped = timer
             return transition
         }
-        carryOut(transition)
     }
 
     /// The timer of attempt `number` fired (on the queue).
@@ -284,7 +309,8 @@ package final class CallbackRunner: Sendable {
                     arm(after: timeout, epoch: epoch) { self.attemptTimerFired(number, epoch: epoch) }
                 }
                 client.start(attempt, on: self)
-                return
+                guard let early = operationReturned(attempt.number) else { return }
+                transition = resultTransition(early.number, early.result)
             case .consult(let context, let error, let client):
                 let decision = context.resolve(client.decide(after: error))
                 let now = elapsed

@@ -35,7 +35,8 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     /// - **Running an attempt:** the attempt's cancel hook (``AttemptCompletion/onCancel(_:)``) runs at once on the
     ///   calling thread, the per-attempt timer (if any) is cancelled, and the completion runs at once on the queue with
     ///   `CancellationError`. The attempt's late result is ignored.
-    /// - **Not started yet:** no attempt runs; the completion receives `CancellationError`.
+    /// - **Not started yet:** no attempt runs; the completion receives `CancellationError`. (The same holds for an
+    ///   attempt whose `attemptStarted` event was emitted but whose operation had not been called yet.)
     /// - **Finished:** nothing happens. The completion never runs twice.
     ///
     /// Observers see ``RetryEvent/finished(_:error:)`` with ``RetryFinishReason/cancelled`` and no result for the
@@ -70,7 +71,8 @@ public final class RetryHandle<Value: Sendable>: Sendable {
             }
             let runner = self.runner
             let value = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<any Sendable, any Error>) in
+                try await withCheckedThrowingContinuation {
+                    (continuation: CheckedContinuation<any Sendable, any Error>) in
                     runner.register(continuation)
                 }
             } onCancel: {

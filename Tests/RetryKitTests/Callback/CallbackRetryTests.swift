@@ -419,8 +419,8 @@ extension CallbackRunnerTests {
             #expect(recorder.onlyResult?.cbValue == 2)
             #expect(
                 recorder.events == [
-                    "start 1", "fail 1 E1 retry \(Duration.zero)", "start 2", "duplicate 1", "ok 2 2",
-                    "finished succeeded 2", "duplicate 2",
+                    "start 1", "fail 1 E1 retry \(Duration.zero)", "start 2", "ok 2 2", "finished succeeded 2",
+                    "duplicate 1", "duplicate 2",
                 ])
         }
 
@@ -451,7 +451,7 @@ extension CallbackRunnerTests {
 
         // MARK: - Hops, timers and the API's shape
 
-        @Test func zeroDelayArmsNoTimerAndHopsOncePerAttempt() {
+        @Test func zeroDelayArmsNoTimerAndSynchronousResultsNeedNoHop() {
             let scheduler = CBRecordingScheduler(TestScheduler())
             let recorder = CBRecorder<Int>()
             retry(
@@ -459,13 +459,53 @@ extension CallbackRunnerTests {
                 operation: { attempt, done in
                     attempt.number < 4 ? done(.failure(CBError(code: attempt.number))) : done(.success(4))
                 }, strategy: { error in (error as? CBError)?.code == 2 ? .retryAfter(.zero) : .backoff(.none) },
-                completion: recorder.completion)
+                observer: recorder.observer, completion: recorder.completion)
             scheduler.base.advance()
 
             #expect(recorder.onlyResult?.cbValue == 4)
             #expect(scheduler.scheduledDelays.isEmpty, "a zero delay arms no timer")
-            #expect(scheduler.executeCount == 1 + 4, "one hop to start, one per completed attempt")
+            #expect(
+                scheduler.executeCount == 1, "one hop to start; results given before the operation returns need none")
             #expect(scheduler.base.now == .zero)
+            let zero = Duration.zero
+            #expect(
+                recorder.events == [
+                    "start 1", "fail 1 E1 retry \(zero)", "start 2", "fail 2 E2 retry \(zero)", "start 3",
+                    "fail 3 E3 retry \(zero)", "start 4", "ok 4 4", "finished succeeded 4",
+                ])
+        }
+
+        @Test func laterResultsHopOncePerAttempt() {
+            let scheduler = CBRecordingScheduler(TestScheduler())
+            let recorder = CBRecorder<Int>()
+            retry(
+                maxAttempts: 4, on: queue, scheduler: scheduler,
+                operation: { attempt, done in
+                    // Completes after the operation returned, like a network callback.
+                    scheduler.base.execute(on: queue) {
+                        attempt.number < 4 ? done(.failure(CBError(code: attempt.number))) : done(.success(4))
+                    }
+                }, completion: recorder.completion)
+            scheduler.base.advance()
+
+            #expect(recorder.onlyResult?.cbValue == 4)
+            #expect(scheduler.scheduledDelays.isEmpty)
+            #expect(scheduler.executeCount == 1 + 4, "one hop to start, one per attempt's result")
+        }
+
+        @Test func aLongRunOfSynchronousFailuresDoesNotGrowTheStack() {
+            let scheduler = TestScheduler()
+            let recorder = CBRecorder<Int>()
+            let attempts = 10_000
+            retry(
+                maxAttempts: attempts, on: queue, scheduler: scheduler,
+                operation: { attempt, done in
+                    attempt.number < attempts ? done(.failure(CBError(code: 0))) : done(.success(attempt.number))
+                }, completion: recorder.completion)
+            scheduler.advance()
+
+            #expect(recorder.onlyResult?.cbValue == attempts)
+            #expect(recorder.onlySummary?.attempts == attempts)
         }
 
         @Test func bothCompletionFormsTypeCheck() {
