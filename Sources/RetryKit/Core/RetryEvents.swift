@@ -67,7 +67,8 @@ public enum RetryNextStep: Sendable, Hashable {
 ///
 /// For one run, observers see `attemptStarted`, then either `attemptSucceeded` or `attemptFailed` for that attempt,
 /// and so on, and `finished` last. A cancelled retrier reports no result for the attempt in flight; it goes straight
-/// to `finished`.
+/// to `finished`. The one exception to this order is `duplicateCompletion`: it reports a misbehaving operation when
+/// the extra call happens, which can be after `finished`.
 public enum RetryEvent<Value: Sendable>: Sendable {
     /// An attempt is about to run.
     case attemptStarted(RetryAttempt)
