@@ -10,12 +10,15 @@ cd "$(dirname "$0")"
 mkdir -p results
 
 machine="$(uname -sm), $(nproc) cores, $(swift --version 2>/dev/null | head -n 1)"
+load() { cut -d " " -f 1-3 /proc/loadavg 2>/dev/null || echo "unknown"; }
 
 echo "== benchmarks (swift package benchmark)" >&2
 {
-    echo "Machine: $machine"
+    echo "Machine: $machine; load average before the run: $(load)"
     echo
-    swift package benchmark --no-progress --format markdown
+    # Drop the harness's colour codes and its note about the ARC runtime interposer (not used: ARC metrics are off).
+    swift package benchmark --no-progress --format markdown \
+        | sed -e 's/\x1b\[[0-9;]*m//g' | grep -v -e '^Warning: running with the Swift runtime' -e '^Note: skipping LD_PRELOAD'
 } > results/benchmarks.md
 
 echo "== jitter simulation (swift run -c release jitter-sim)" >&2
