@@ -14,7 +14,11 @@ let package = Package(
         .target(name: "RetryKit"),
         .target(name: "RetryKitHTTP", dependencies: ["RetryKit"]),
         .target(name: "RetryKitTesting", dependencies: ["RetryKit"]),
+        .executableTarget(
+            name: "retrykit-demo", dependencies: ["RetryKit", "RetryKitHTTP", "RetryKitTesting"],
+            path: "Sources/RetryKitDemo"),
         .testTarget(name: "RetryKitTests", dependencies: ["RetryKit", "RetryKitTesting"]),
         .testTarget(name: "RetryKitHTTPTests", dependencies: ["RetryKitHTTP", "RetryKitTesting"]),
+        .testTarget(name: "DemoTests", dependencies: ["retrykit-demo", "RetryKitTesting"]),
     ]
 )

@@ -1,0 +1,27 @@
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// A "legacy" completion-handler API, as found in many codebases: `(Value?, Error?)` on an arbitrary thread.
+struct LegacyClient: Sendable {
+    let session: URLSession
+
+    /// Fetches `url` and reports its body as text, or an error for transport failures and non-2xx statuses.
+    /// Returns the task so callers can cancel it.
+    @discardableResult
+    func fetchText(_ url: URL, completion: @escaping @Sendable (String?, (any Error)?) -> Void) -> URLSessionDataTask {
+        let task = session.dataTask(with: url) { data, response, error in
+            if let error {
+                completion(nil, error)
+            } else if let http = response as? HTTPURLResponse, !(200..<300).contains(http.statusCode) {
+                completion(nil, DemoHTTPError(status: http.statusCode))
+            } else {
+                completion(String(decoding: data ?? Data(), as: UTF8.self), nil)
+            }
+        }
+        task.resume()
+        return task
+    }
+}
