@@ -15,7 +15,12 @@ import Foundation
 /// ```swift
 /// var policy = HTTPRetryPolicy()                  // Alamofire's defaults, with jitter, a cap and Retry-After
 /// policy.retryLimit = 4
+/// policy.attemptTimeout = .milliseconds(500)       // enforced by RetryKit, also below a second on Linux
 /// let endpointPolicy = policy.adding(statusCodes: [409])
+///
+/// // Drives URLSession in both styles:
+/// let (data, response) = try await session.data(for: request, retryPolicy: endpointPolicy)
+/// session.dataTask(with: request, retryPolicy: endpointPolicy) { data, response, error, summary in … }
 ///
 /// // Plugs into any RetryKit runner as its strategy closure:
 /// let strategy = endpointPolicy.strategy(for: request)    // @Sendable (any Error) -> RetryStrategy<ContinuousClock>
