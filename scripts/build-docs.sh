@@ -8,7 +8,9 @@ scratch=.build-docs
 out=${DOCS_OUTPUT:-$scratch/docs}
 mkdir -p "$out"
 # dump-symbol-graph also tries the test modules and fails on them; only the library graphs are needed.
-swift package --scratch-path "$scratch" dump-symbol-graph >/dev/null 2>&1 || true
+# Extension block symbols make DocC render (and link-check) extensions of other modules' types, such as
+# RetryKitHTTP's URLSession methods; without them those pages are silently dropped.
+swift package --scratch-path "$scratch" dump-symbol-graph --emit-extension-block-symbols >/dev/null 2>&1 || true
 graphs=$(find "$scratch" -type d -name symbolgraph | head -n 1)
 for module in RetryKit RetryKitHTTP RetryKitTesting; do
     [ -f "$graphs/$module.symbols.json" ] || { echo "no symbol graph for $module"; exit 1; }

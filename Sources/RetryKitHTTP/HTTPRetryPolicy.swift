@@ -15,7 +15,12 @@ import Foundation
 /// ```swift
 /// var policy = HTTPRetryPolicy()                  // Alamofire's defaults, with jitter, a cap and Retry-After
 /// policy.retryLimit = 4
+/// policy.attemptTimeout = .milliseconds(500)       // enforced by RetryKit, also below a second on Linux
 /// let endpointPolicy = policy.adding(statusCodes: [409])
+///
+/// // Drives URLSession in both styles:
+/// let (data, response) = try await session.data(for: request, retryPolicy: endpointPolicy)
+/// session.dataTask(with: request, retryPolicy: endpointPolicy) { data, response, error, summary in … }
 ///
 /// // Plugs into any RetryKit runner as its strategy closure:
 /// let strategy = endpointPolicy.strategy(for: request)    // @Sendable (any Error) -> RetryStrategy<ContinuousClock>
@@ -102,12 +107,34 @@ public struct HTTPRetryPolicy: Sendable {
     /// can safely receive the same request twice.
     public var retryNonIdempotentRequests: Bool
 
+    // MARK: Limits enforced by RetryKit
+
+    /// How long one attempt may take, enforced by RetryKit; `nil` (no limit beyond the request's own
+    /// `timeoutInterval`) by default.
+    ///
+    /// When it expires the attempt's request is cancelled and the attempt fails with `RetryError`
+    /// (`RetryError.Reason.attemptTimedOut`), which the policy decides as `URLError.timedOut`. Use this rather than
+    /// `URLRequest.timeoutInterval` for short limits: URLSession on Linux truncates `timeoutInterval` to whole seconds
+    /// (0.5 fails at once). Must be positive.
+    public var attemptTimeout: Duration?
+    /// The time allowed for all attempts and waits together, measured from the start of the request; `nil` (no limit)
+    /// by default.
+    ///
+    /// A retry whose wait would end after it (a long `Retry-After`, say) is not started: the caller gets the last
+    /// response or error at once. An attempt still running when it expires is cancelled. Must not be negative.
+    public var totalTimeout: Duration?
+    /// A budget shared with other policies and retriers that must pay for every retry; `nil` (no budget) by default.
+    ///
+    /// Share one `RetryBudget` between every policy that calls the same service, so that an outage does not multiply
+    /// its load by the retry limit. A refused retry gives up at once with the last response or error.
+    public var budget: RetryBudget?
+
     var decisions: [Decision] = []
 
     /// A policy with Alamofire's parameter names and defaults, plus RetryKit's defaults for the rest.
     ///
-    /// Every parameter defaults to the matching `default…` constant; ``retryNonIdempotentRequests`` starts `false`
-    /// and ``retryRequestsWithIdempotencyKey`` `true`.
+    /// Every parameter defaults to the matching `default…` constant; ``retryNonIdempotentRequests`` starts `false`,
+    /// ``retryRequestsWithIdempotencyKey`` `true`, and ``attemptTimeout``, ``totalTimeout`` and ``budget`` `nil`.
     public init(
         retryLimit: UInt = defaultRetryLimit,
         exponentialBackoffBase: UInt = defaultExponentialBackoffBase,
@@ -128,6 +155,9 @@ public struct HTTPRetryPolicy: Sendable {
         self.jitter = Self.defaultJitter
         self.retryRequestsWithIdempotencyKey = true
         self.retryNonIdempotentRequests = false
+        self.attemptTimeout = nil
+        self.totalTimeout = nil
+        self.budget = nil
     }
 
     /// Alamofire's `RetryPolicy` exactly: the same decisions and the same delays, `scale·baseⁿ` seconds with no
@@ -149,6 +179,12 @@ public struct HTTPRetryPolicy: Sendable {
     /// `Int.max`. Give this to the runner.
     public var maxAttempts: Int {
         retryLimit >= UInt(Int.max) ? Int.max : Int(retryLimit) + 1
+    }
+
+    /// The limits and budget of a retrier running this policy.
+    var configuration: RetryConfiguration {
+        RetryConfiguration(
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget)
     }
 
     /// The backoff the policy uses for retryable statuses and errors:
@@ -357,6 +393,30 @@ extension HTTPRetryPolicy {
             )
         }
         return decide(HTTPRetryContext(request: request, response: nil, data: Data(), error: error, now: now))
+    }
+
+    /// Whether `response` fails its attempt, so that a retrier sees it as an ``HTTPStatusError`` and the policy decides
+    /// whether to retry it.
+    ///
+    /// A response fails its attempt when its status is in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``,
+    /// or when the policy (custom decisions included) would retry it, as it might retry a 409 for one endpoint. Any
+    /// other response (200, 404, …) is the attempt's successful result: it is final and never retried. A failing
+    /// response may still not be retried (a `POST` without an `Idempotency-Key`, a `Retry-After` beyond
+    /// ``maximumRetryAfter``): the retrier then stops, and `URLSession`'s retrying methods hand that response to the
+    /// caller.
+    ///
+    /// - Parameters:
+    ///   - response: The response of the attempt.
+    ///   - request: The request; its method and `Idempotency-Key` header are read.
+    ///   - data: The response body, passed on to custom decisions.
+    ///   - now: The current time, for `Retry-After` dates.
+    public func treatsAsFailure(
+        _ response: HTTPURLResponse, for request: URLRequest, data: Data = Data(), now: Date
+    ) -> Bool {
+        let status = response.statusCode
+        if retryableHTTPStatusCodes.contains(status) || retryAfterStatusCodes.contains(status) { return true }
+        if case .stop = decision(for: request, response: response, data: data, now: now) { return false }
+        return true
     }
 
     /// The policy as a RetryKit strategy closure for `request`: give it to a runner together with ``maxAttempts``.

@@ -21,6 +21,7 @@ import RetryKit
 public struct ImmediateClock: Clock {
     /// The same virtual timeline as ``TestClock``.
     public typealias Instant = TestClock.Instant
+    /// Durations are Swift's `Duration`, as RetryKit requires of its clocks.
     public typealias Duration = Swift.Duration
 
     private let current: Locked<Duration>
@@ -52,6 +53,7 @@ public struct ImmediateClock: Clock {
     }
 }
 
+/// `.immediate`, to pass an ``ImmediateClock`` wherever a clock is expected.
 extension Clock where Self == ImmediateClock {
     /// A new ``ImmediateClock`` starting at ``TestClock/Instant/zero``: `retry(clock: .immediate) { … }`.
     public static var immediate: ImmediateClock { ImmediateClock() }

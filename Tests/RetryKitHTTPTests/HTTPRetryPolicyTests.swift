@@ -292,6 +292,47 @@ import Testing
         #expect(seen.withLock { $0 } == ["-1001 false true", "-1005 false true", "0 false false"])
     }
 
+    // MARK: Which responses fail an attempt
+
+    @Test func responsesFailTheirAttemptWhenTheirStatusIsRetryableOrTheyWouldBeRetried() {
+        func fails(
+            _ policy: HTTPRetryPolicy, _ status: Int, method: String = "GET", headers: [String: String] = [:]
+        ) -> Bool {
+            policy.treatsAsFailure(makeResponse(status, headers: headers), for: makeRequest(method), now: now)
+        }
+        for status in [408, 500, 502, 503, 504, 429] {
+            #expect(fails(policy, status), "\(status)")
+        }
+        for status in [200, 201, 204, 301, 304, 400, 401, 404, 409, 501] {
+            #expect(!fails(policy, status), "\(status)")
+        }
+        // Failing but not retried: the caller gets the response, and the retrier reports that it stopped.
+        #expect(fails(policy, 503, method: "POST"))
+        #expect(fails(policy, 503, headers: ["Retry-After": "3600"]))
+        #expect(decide(status: 503, headers: ["Retry-After": "3600"]) == .stop)
+        // A custom decision that retries a status makes it fail its attempt.
+        #expect(fails(policy.adding(statusCodes: [409]), 409))
+        #expect(
+            fails(policy.deciding { context, proposed in context.statusCode == 425 ? .backoff(.none) : proposed }, 425))
+        // Alamofire's preset does not know Retry-After, so 429 is an ordinary response there.
+        #expect(!fails(.alamofireCompatible, 429))
+        #expect(fails(.alamofireCompatible, 503))
+    }
+
+    @Test func limitsDefaultToNoneAndAreKept() {
+        #expect(policy.attemptTimeout == nil)
+        #expect(policy.totalTimeout == nil)
+        #expect(policy.budget == nil)
+        var limited = policy
+        let budget = RetryBudget(capacity: 10)
+        limited.attemptTimeout = .milliseconds(250)
+        limited.totalTimeout = .seconds(5)
+        limited.budget = budget
+        #expect(limited.attemptTimeout == .milliseconds(250))
+        #expect(limited.totalTimeout == .seconds(5))
+        #expect(limited.budget === budget)
+    }
+
     @Test func statusErrorDescribesItself() {
         let error = HTTPStatusError(response: makeResponse(503), data: Data("busy".utf8))
         #expect(error.statusCode == 503)

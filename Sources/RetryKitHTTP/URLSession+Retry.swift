@@ -1,0 +1,336 @@
+import Dispatch
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Retrying requests: ``dataTask(with:retryPolicy:queue:observer:completionHandler:)`` for completion-handler code and
+/// ``data(for:retryPolicy:isolation:observer:)`` for async code, both driven by an ``HTTPRetryPolicy``.
+extension URLSession {
+    /// What one successful attempt of a retrying request produced: the body and the response, as URLSession returns
+    /// them. It is the value type of the `RetryEvent`s a retrying request reports to its observer.
+    public typealias RetryResponse = (data: Data, response: URLResponse)
+
+    /// Sends `request`, retrying it as `retryPolicy` says, and calls `completionHandler` once with the final outcome in
+    /// URLSession's `(Data?, URLResponse?, Error?)` shape plus a summary of the attempts.
+    ///
+    /// The retrying counterpart of `dataTask(with:completionHandler:)`, in the shape of a hand-written recursive
+    /// `requestWithRetry`. The request starts at once (there is no `resume()`); keep the returned task to cancel it.
+    ///
+    /// ```swift
+    /// var policy = HTTPRetryPolicy()
+    /// policy.attemptTimeout = .milliseconds(800)
+    /// session.dataTask(with: request, retryPolicy: policy) { data, response, error, summary in
+    ///     let retriesLeft = policy.maxAttempts - summary.attempts
+    ///     if let error { return show("\(error.localizedDescription) with \(retriesLeft) retries left") }
+    ///     let status = (response as? HTTPURLResponse)?.statusCode
+    ///     …
+    /// }
+    /// ```
+    ///
+    /// ## What is retried
+    ///
+    /// Each attempt is a `URLSessionDataTask` for `request`. A response whose status the policy treats as a failure
+    /// (``HTTPRetryPolicy/treatsAsFailure(_:for:data:now:)``: 503, 429, …) and a transport error
+    /// fail the attempt, and the policy decides whether and when to retry; no `validate()` step is needed. Any other
+    /// response (2xx, 404, …) ends the request at once. RetryKit counts the attempts (``HTTPRetryPolicy/maxAttempts``)
+    /// and computes the delays, enforces ``HTTPRetryPolicy/attemptTimeout`` and ``HTTPRetryPolicy/totalTimeout``, and
+    /// charges ``HTTPRetryPolicy/budget``.
+    ///
+    /// ## What the completion handler receives
+    ///
+    /// Exactly once, on `queue`:
+    ///
+    /// - **A response** `(data, response, nil)`: the first response that does not fail its attempt, or the **last
+    ///   response** when the retrier gives up on a failing one: attempts exhausted, the policy stops (a `POST` without
+    ///   an `Idempotency-Key`, a `Retry-After` beyond ``HTTPRetryPolicy/maximumRetryAfter``), the next wait would end
+    ///   after the total timeout, or the budget refuses the retry. The caller sees the server's 503 with its body, not
+    ///   an invented error.
+    /// - **A transport error** `(nil, nil, error)`: the `URLError` of the last attempt (`cannotConnectToHost`,
+    ///   `networkConnectionLost`, …) when the retrier gives up on one. An attempt that RetryKit timed out counts as
+    ///   `URLError.timedOut` (its `NSUnderlyingErrorKey` is RetryKit's `RetryError`).
+    /// - When the total timeout expires **during** an attempt, that attempt is cancelled and the caller gets the
+    ///   outcome of the attempt before it (a response or a `URLError`, as above), or `URLError.timedOut` if it was the
+    ///   first.
+    /// - **Cancellation** `(nil, nil, URLError.cancelled)` after ``HTTPRetryTask/cancel()``, as URLSession itself
+    ///   reports a cancelled task, so existing `code == .cancelled` checks keep working; `summary.reason` is
+    ///   `RetryFinishReason.cancelled`.
+    /// - An invalid policy (a non-positive ``HTTPRetryPolicy/attemptTimeout``, a negative
+    ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
+    ///
+    /// The summary says how the retrier ended (`summary.reason`) and how many attempts ran (`summary.attempts`);
+    /// `retryPolicy.maxAttempts - summary.attempts` is the blog's "retries left".
+    ///
+    /// ## Cancellation and timeouts
+    ///
+    /// The in-flight `URLSessionDataTask` is cancelled when the retrier is cancelled, when the attempt times out and
+    /// when the total timeout expires during it; its late result is ignored. Cancelling during a wait cancels the timer
+    /// and completes at once. A request cancelled by anyone else (its session was invalidated, say) fails with
+    /// `URLError.cancelled` and is never retried.
+    ///
+    /// - Parameters:
+    ///   - request: The request to send; every attempt sends it unchanged.
+    ///   - retryPolicy: Which failures to retry, how long to wait, and the limits. `HTTPRetryPolicy()` by default.
+    ///   - queue: The queue `observer` and `completionHandler` run on (the policy's decisions run there too). `nil`
+    ///     (the default) gives the request a serial queue of its own.
+    ///   - observer: Receives the retrier's `RetryEvent`s in order, on `queue`: attempts started, failed (with the
+    ///     chosen delay or the reason for giving up) and succeeded, then `finished`. Failed attempts carry RetryKit's
+    ///     own errors: an ``HTTPStatusError`` for a failing response, `RetryError` for a RetryKit timeout. `nil` by
+    ///     default.
+    ///   - completionHandler: The outcome and a `RetrySummary`; called exactly once, on `queue`.
+    /// - Returns: The running request, to cancel it. Keeping it is optional: the request runs to its end either way,
+    ///   and releases everything it captured once it has called `completionHandler`.
+    @discardableResult
+    public func dataTask(
+        with request: URLRequest,
+        retryPolicy: HTTPRetryPolicy = HTTPRetryPolicy(),
+        queue: DispatchQueue? = nil,
+        observer: (@Sendable (RetryEvent<RetryResponse>) -> Void)? = nil,
+        completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
+    ) -> HTTPRetryTask {
+        let policy = retryPolicy
+        let queue = queue ?? DispatchQueue(label: "org.retrykit.http.dataTask", target: .global())
+        let url = request.url
+        let handle = retry(
+            configuration: policy.configuration,
+            on: queue,
+            scheduler: DispatchTimerScheduler(),
+            operation: { [self] _, done in
+                let task = attemptTask(for: request, policy: policy) { done($0) }
+                task.resume()
+                done.onCancel { task.cancel() }  // runs at once if the attempt was abandoned meanwhile
+            },
+            strategy: policy.strategy(for: request),
+            observer: observer,
+            completion: { result, summary in
+                switch HTTPRetryOutcome(result, url: url, cancellation: .urlError) {
+                case .response(let data, let response): completionHandler(data, response, nil, summary)
+                case .failure(let error): completionHandler(nil, nil, error, summary)
+                }
+            })
+        return HTTPRetryTask(originalRequest: request, handle: handle)
+    }
+
+    /// Sends `request`, retrying it as `retryPolicy` says, and returns the final response.
+    ///
+    /// The retrying counterpart of `data(for:)`:
+    ///
+    /// ```swift
+    /// var policy = HTTPRetryPolicy()
+    /// policy.totalTimeout = .seconds(10)
+    /// let (data, response) = try await session.data(for: request, retryPolicy: policy)
+    /// ```
+    ///
+    /// Attempts, decisions and limits are those of
+    /// ``dataTask(with:retryPolicy:queue:observer:completionHandler:)``; see there. The outcome:
+    ///
+    /// - **Returns** the first response that does not fail its attempt, or the **last response** when the retrier
+    ///   gives up on a failing one (attempts exhausted, the policy stops, the total timeout or the budget refuses the
+    ///   next retry): a 503 after the last retry is returned, not thrown.
+    /// - **Throws** the last attempt's `URLError` when the retrier gives up on a transport error (`URLError.timedOut`
+    ///   for an attempt RetryKit timed out), `CancellationError` when the calling task is cancelled, or RetryKit's
+    ///   `RetryError` for an invalid policy.
+    ///
+    /// Cancelling the calling task cancels the in-flight `URLSessionDataTask` (or the wait) at once. A per-attempt
+    /// timeout cancels the attempt's data task.
+    ///
+    /// - Parameters:
+    ///   - request: The request to send; every attempt sends it unchanged.
+    ///   - retryPolicy: Which failures to retry, how long to wait, and the limits.
+    ///   - isolation: The actor the policy's decisions and `observer` run on; inherited from the caller.
+    ///   - observer: Receives the retrier's `RetryEvent`s in order, with RetryKit's own errors (an
+    ///     ``HTTPStatusError`` for a failing response). Ignores them by default.
+    /// - Returns: The body and the response of the final attempt.
+    public func data(
+        for request: URLRequest,
+        retryPolicy: HTTPRetryPolicy,
+        isolation: isolated (any Actor)? = #isolation,
+        observer: (RetryEvent<RetryResponse>) -> Void = { _ in }
+    ) async throws -> (Data, URLResponse) {
+        let policy = retryPolicy
+        let strategy = policy.strategy(for: request)
+        do {
+            let value = try await retry(
+                configuration: policy.configuration,
+                tolerance: nil,
+                clock: ContinuousClock(),
+                isolation: isolation,
+                operation: { [self] _ in try await attempt(request, policy: policy) },
+                strategy: strategy,
+                observer: observer)
+            return (value.data, value.response)
+        } catch {
+            switch HTTPRetryOutcome(.failure(error), url: request.url, cancellation: .cancellationError) {
+            case .response(let data, let response): return (data, response)
+            case .failure(let error): throw error
+            }
+        }
+    }
+
+    // MARK: - One attempt
+
+    /// A data task (not resumed) for one attempt of `request`, whose completion reports the attempt's result: a
+    /// response the policy treats as a failure becomes an ``HTTPStatusError``.
+    func attemptTask(
+        for request: URLRequest, policy: HTTPRetryPolicy,
+        completion: @escaping @Sendable (Result<RetryResponse, any Error>) -> Void
+    ) -> URLSessionDataTask {
+        dataTask(with: request) { data, response, error in
+            completion(
+                Self.attemptResult(data: data, response: response, error: error, request: request, policy: policy))
+        }
+    }
+
+    /// One attempt as an `async` call: the data task is cancelled when the calling task is.
+    func attempt(_ request: URLRequest, policy: HTTPRetryPolicy) async throws -> RetryResponse {
+        let state = Locked(AttemptTaskState.idle)
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RetryResponse, any Error>) in
+                if state.withLock({ $0.isCancelled }) {
+                    continuation.resume(throwing: CancellationError())
+                    return
+                }
+                // From here on only the task's completion resumes the continuation (once, as URLSession promises).
+                let task = attemptTask(for: request, policy: policy) { continuation.resume(with: $0) }
+                task.resume()
+                let cancelled = state.withLock { state in
+                    if state.isCancelled { return true }
+                    state = .running(task)
+                    return false
+                }
+                if cancelled { task.cancel() }
+            }
+        } onCancel: {
+            let task: URLSessionDataTask? = state.withLock { state in
+                defer { state = .cancelled }
+                if case .running(let task) = state { return task }
+                return nil
+            }
+            task?.cancel()
+        }
+    }
+
+    /// The result of one attempt from what the data task delivered.
+    static func attemptResult(
+        data: Data?, response: URLResponse?, error: (any Error)?, request: URLRequest, policy: HTTPRetryPolicy
+    ) -> Result<RetryResponse, any Error> {
+        if let error { return .failure(error) }
+        guard let response else { return .failure(URLError(.badServerResponse)) }
+        let body = data ?? Data()
+        guard let http = response as? HTTPURLResponse,
+            policy.treatsAsFailure(http, for: request, data: body, now: Date())
+        else { return .success((body, response)) }
+        return .failure(HTTPStatusError(response: http, data: body))
+    }
+}
+
+/// Where the async attempt's data task is, for its cancellation handler.
+private enum AttemptTaskState {
+    case idle
+    case running(URLSessionDataTask)
+    case cancelled
+
+    var isCancelled: Bool {
+        if case .cancelled = self { return true }
+        return false
+    }
+}
+
+// MARK: - The running request
+
+/// A retrying request started by `URLSession.dataTask(with:retryPolicy:queue:observer:completionHandler:)`:
+/// cancel it, or ask whether it has finished.
+///
+/// It starts when it is created and has no `resume()`. All members are thread-safe.
+public final class HTTPRetryTask: Sendable {
+    /// The request every attempt sends.
+    public let originalRequest: URLRequest
+
+    private let handle: RetryHandle<URLSession.RetryResponse>
+
+    init(originalRequest: URLRequest, handle: RetryHandle<URLSession.RetryResponse>) {
+        self.originalRequest = originalRequest
+        self.handle = handle
+    }
+
+    /// Cancels the request: the attempt's data task if one is in flight, or the wait before the next attempt.
+    ///
+    /// The completion handler then runs promptly on its queue with `URLError.cancelled` (and `summary.reason`
+    /// `RetryFinishReason.cancelled`); the cancelled attempt's late result is ignored and no further attempt starts.
+    /// After the request has finished, this does nothing: the completion handler never runs twice. Idempotent; safe
+    /// from any thread, including from the completion handler and the observer.
+    public func cancel() {
+        handle.cancel()
+    }
+
+    /// Whether the request has finished: no attempt will start any more, and the completion handler has run or is on
+    /// its way to its queue.
+    public var isFinished: Bool {
+        handle.isFinished
+    }
+}
+
+// MARK: - From the retrier's outcome to the caller's
+
+/// What the caller of a retrying URLSession method gets: a response, or an error.
+enum HTTPRetryOutcome {
+    /// How cancellation reaches the caller.
+    enum Cancellation {
+        /// `URLError.cancelled`, as URLSession reports a cancelled task (completion-handler style).
+        case urlError
+        /// `CancellationError`, as a cancelled task expects (async style).
+        case cancellationError
+    }
+
+    case response(Data, URLResponse)
+    case failure(any Error)
+
+    /// The caller's outcome for the retrier's `result`: a failing response the retrier gave up on is returned as the
+    /// response; RetryKit's timeouts become `URLError.timedOut`; a deadline or a refused retry gives the last
+    /// attempt's outcome.
+    init(_ result: Result<URLSession.RetryResponse, any Error>, url: URL?, cancellation: Cancellation) {
+        switch result {
+        case .success(let value):
+            self = .response(value.data, value.response)
+        case .failure(let error):
+            self = Self.surfacing(error, url: url, cancellation: cancellation)
+        }
+    }
+
+    private static func surfacing(_ error: any Error, url: URL?, cancellation: Cancellation) -> HTTPRetryOutcome {
+        if let status = error as? HTTPStatusError {
+            return .response(status.data, status.response)
+        }
+        if error is CancellationError {
+            switch cancellation {
+            case .urlError: return .failure(urlError(.cancelled, url: url, underlying: nil))
+            case .cancellationError: return .failure(error)
+            }
+        }
+        guard let retryError = error as? RetryError else { return .failure(error) }
+        switch retryError.reason {
+        case .attemptTimedOut:
+            return .failure(urlError(.timedOut, url: url, underlying: retryError))
+        case .deadlineExceeded, .budgetExhausted:
+            if let last = retryError.lastError {
+                return surfacing(last, url: url, cancellation: cancellation)
+            }
+            if retryError.reason == .deadlineExceeded {
+                return .failure(urlError(.timedOut, url: url, underlying: retryError))
+            }
+            return .failure(retryError)
+        default:
+            return .failure(retryError)
+        }
+    }
+
+    private static func urlError(_ code: URLError.Code, url: URL?, underlying: (any Error)?) -> URLError {
+        var userInfo: [String: Any] = [:]
+        if let url {
+            userInfo[NSURLErrorFailingURLErrorKey] = url
+        }
+        if let underlying { userInfo[NSUnderlyingErrorKey] = underlying }
+        return URLError(code, userInfo: userInfo)
+    }
+}

@@ -1,0 +1,561 @@
+import Dispatch
+import Foundation
+import RetryKitHTTP
+import RetryKitTesting
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// The retrying URLSession API in both styles, against the scripted server over real loopback sockets.
+///
+/// Serialized so that the real-time assertions do not compete with each other for the CPU. Backoffs are in
+/// milliseconds; only the two `Retry-After` tests wait about a second each.
+@Suite(.serialized) struct URLSessionRetryTests {
+    // MARK: Retried statuses
+
+    @Test(arguments: RequestStyle.allCases)
+    func serviceUnavailableTwiceThenSuccessRetriesWithThePolicysDelays(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/flaky": [.respond(503, body: "busy"), .respond(503, body: "busy"), .respond(200, body: "ok")]
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: server.url("/flaky")), policy: millisecondPolicy(), style: style, in: session, log: log)
+
+        #expect(result.status == 200)
+        #expect(result.body == "ok")
+        #expect(result.error == nil)
+        // The policy's delays: 0.01·2ⁿ s without jitter.
+        #expect(log.delays == [.milliseconds(10), .milliseconds(20)])
+        #expect(log.failures.map { ($0.error as? HTTPStatusError)?.statusCode } == [503, 503])
+        #expect(log.summary?.reason == .succeeded)
+        #expect(log.summary?.attempts == 3)
+        if style == .completionHandler {
+            #expect(result.summary == log.summary)
+        }
+        let arrivals = server.requests(to: "/flaky").map(\.receivedAt)
+        #expect(arrivals.count == 3)
+        let gaps = zip(arrivals, arrivals.dropFirst()).map { pair in pair.1 - pair.0 }
+        #expect(gaps.count == log.delays.count)
+        for (gap, delay) in zip(gaps, log.delays) {
+            #expect(gap >= delay, "requests \(gap) apart, the policy chose \(delay)")
+        }
+    }
+
+    @Test func tooManyRequestsWaitsForRetryAfterInSeconds() async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/limited": [.respond(429, headers: ["Retry-After": "1"]), .respond(200, body: "ok")]
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: server.url("/limited")), policy: HTTPRetryPolicy(), style: .completionHandler,
+            in: session, log: log)
+
+        #expect(result.status == 200)
+        #expect(result.summary?.attempts == 2)
+        #expect(log.delays == [.seconds(1)])
+        let arrivals = server.requests(to: "/limited").map(\.receivedAt)
+        #expect(arrivals.count == 2)
+        if arrivals.count == 2 {
+            #expect(arrivals[1] - arrivals[0] >= .seconds(1))
+        }
+    }
+
+    @Test func serviceUnavailableWaitsForRetryAfterAsAnHTTPDate() async throws {
+        // HTTP-dates have whole seconds: a date 1–2 s ahead asks for a wait of about 1–2 s.
+        let target = Date(timeIntervalSince1970: (Date().timeIntervalSince1970 + 2).rounded(.down))
+        let server = try ScriptedHTTPServer(scripts: [
+            "/maintenance": [.respond(503, headers: ["Retry-After": imfFixdate(target)]), .respond(200, body: "ok")]
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: server.url("/maintenance")), policy: HTTPRetryPolicy(), style: .async, in: session,
+            log: log)
+
+        #expect(result.status == 200)
+        #expect(result.body == "ok")
+        let delay = try #require(log.delays.first)
+        #expect(delay >= .milliseconds(900) && delay <= .seconds(2), "Retry-After \(imfFixdate(target)) gave \(delay)")
+        let arrivals = server.requests(to: "/maintenance").map(\.receivedAt)
+        #expect(arrivals.count == 2)
+        if arrivals.count == 2 {
+            #expect(arrivals[1] - arrivals[0] >= delay)
+            #expect(arrivals[1] - arrivals[0] >= .milliseconds(900))
+        }
+    }
+
+    // MARK: Not retried
+
+    @Test(arguments: RequestStyle.allCases)
+    func notFoundIsNotRetried(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/missing": [.respond(404, body: "no such thing"), .respond(200, body: "found")]
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: server.url("/missing")), policy: millisecondPolicy(), style: style, in: session, log: log)
+
+        #expect(result.status == 404)
+        #expect(result.body == "no such thing")
+        #expect(result.error == nil)
+        #expect(server.requestCount(to: "/missing") == 1)
+        #expect(log.failures.isEmpty)
+        #expect(log.summary?.reason == .succeeded)
+        #expect(log.summary?.attempts == 1)
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func postIsRetriedOnlyWithAnIdempotencyKey(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/orders": [.respond(503, body: "busy"), .respond(201, body: "created")],
+            "/keyed-orders": [.respond(503, body: "busy"), .respond(201, body: "created")],
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let policy = millisecondPolicy()
+
+        var plain = makeRequest("POST", url: server.url("/orders"))
+        plain.httpBody = Data("{\"item\":1}".utf8)
+        let log = EventLog()
+        let refused = await send(plain, policy: policy, style: style, in: session, log: log)
+        #expect(refused.status == 503)
+        #expect(refused.body == "busy")
+        #expect(refused.error == nil)
+        #expect(server.requestCount(to: "/orders") == 1)
+        #expect(log.summary?.reason == .stopped)
+        #expect(log.failures.map(\.next) == [.giveUp(.stopped)])
+
+        var keyed = makeRequest("POST", url: server.url("/keyed-orders"), headers: ["Idempotency-Key": "order-42"])
+        keyed.httpBody = Data("{\"item\":1}".utf8)
+        let retried = await send(keyed, policy: policy, style: style, in: session)
+        #expect(retried.status == 201)
+        #expect(retried.body == "created")
+        let recorded = server.requests(to: "/keyed-orders")
+        #expect(recorded.count == 2)
+        #expect(recorded.allSatisfy { $0.method == "POST" && $0.value(forHeader: "Idempotency-Key") == "order-42" })
+        #expect(recorded.allSatisfy { $0.body == Data("{\"item\":1}".utf8) })
+    }
+
+    // MARK: Transport errors
+
+    @Test(arguments: RequestStyle.allCases)
+    func refusedConnectionsAreRetriedThenSurfaceAsCannotConnectToHost(style: RequestStyle) async throws {
+        let refusing = try RefusingPort()
+        defer { refusing.close() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: refusing.url("/anything")), policy: millisecondPolicy(scale: 0.001), style: style,
+            in: session, log: log)
+
+        #expect(result.urlErrorCode == .cannotConnectToHost)
+        #expect(result.response == nil)
+        #expect(log.started == 3)
+        #expect(log.failures.count == 3)
+        #expect(log.failures.allSatisfy { ($0.error as? URLError)?.code == .cannotConnectToHost })
+        #expect(log.summary?.reason == .exhausted)
+        #expect(log.summary?.attempts == 3)
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func resetsAreRetriedAsNetworkConnectionLost(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/reset-once": [.reset, .respond(200, body: "ok")],
+            "/always-reset": [.reset],
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let policy = millisecondPolicy(retryLimit: 1, scale: 0.001)
+
+        let log = EventLog()
+        let recovered = await send(
+            makeRequest(url: server.url("/reset-once")), policy: policy, style: style, in: session, log: log)
+        #expect(recovered.status == 200)
+        #expect(recovered.body == "ok")
+        #expect(log.failures.map { ($0.error as? URLError)?.code } == [.networkConnectionLost])
+        #expect(server.requestCount(to: "/reset-once") == 2)
+
+        let failed = await send(
+            makeRequest(url: server.url("/always-reset")), policy: policy, style: style, in: session)
+        #expect(failed.urlErrorCode == .networkConnectionLost)
+        #expect(server.requestCount(to: "/always-reset") == 2)
+    }
+
+    // MARK: Giving up with the last response
+
+    @Test(arguments: RequestStyle.allCases)
+    func exhaustionReturnsTheLastResponse(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/down": [
+                .respond(503, body: "first"), .respond(500, body: "second"),
+                .respond(502, headers: ["X-Attempt": "3"], body: "third"),
+            ]
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: server.url("/down")), policy: millisecondPolicy(scale: 0.001), style: style, in: session,
+            log: log)
+
+        #expect(result.error == nil)
+        #expect(result.status == 502)
+        #expect(result.body == "third")
+        #expect((result.response as? HTTPURLResponse)?.value(forHTTPHeaderField: "X-Attempt") == "3")
+        #expect(server.requestCount(to: "/down") == 3)
+        #expect(log.summary?.reason == .exhausted)
+        if style == .completionHandler {
+            #expect(result.summary?.reason == .exhausted)
+            #expect(result.summary?.attempts == 3)
+        }
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func retryAfterBeyondTheCapOrTheDeadlineGivesUpAtOnceWithTheResponse(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/much-later": [.respond(503, headers: ["Retry-After": "120"], body: "later"), .respond(200)],
+            "/after-deadline": [.respond(503, headers: ["Retry-After": "30"], body: "later"), .respond(200)],
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+
+        // 120 s is beyond the default cap of 60 s.
+        let capLog = EventLog()
+        let start = ContinuousClock.now
+        let capped = await send(
+            makeRequest(url: server.url("/much-later")), policy: HTTPRetryPolicy(), style: style, in: session,
+            log: capLog)
+        #expect(capped.at - start < .seconds(2))
+        #expect(capped.status == 503)
+        #expect(capped.body == "later")
+        #expect(capped.error == nil)
+        #expect(server.requestCount(to: "/much-later") == 1)
+        #expect(capLog.summary?.reason == .stopped)
+
+        // 30 s is within the cap but ends after the 10 s total timeout: the core gives up without waiting.
+        var policy = HTTPRetryPolicy()
+        policy.totalTimeout = .seconds(10)
+        let deadlineLog = EventLog()
+        let again = ContinuousClock.now
+        let late = await send(
+            makeRequest(url: server.url("/after-deadline")), policy: policy, style: style, in: session,
+            log: deadlineLog)
+        #expect(late.at - again < .seconds(2))
+        #expect(late.status == 503)
+        #expect(late.body == "later")
+        #expect(late.error == nil)
+        #expect(server.requestCount(to: "/after-deadline") == 1)
+        #expect(deadlineLog.summary?.reason == .deadlineExceeded)
+        #expect(deadlineLog.failures.map(\.next) == [.giveUp(.deadlineExceeded)])
+    }
+
+    @Test func aSharedBudgetLimitsRetriesAcrossRequestsAndStyles() async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/outage": [.respond(503, body: "down")]])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        // Two retries in all: 10 tokens at 5 per retry.
+        let budget = RetryBudget(capacity: 10, retryCost: 5)
+        var policy = millisecondPolicy(retryLimit: 5, scale: 0.001)
+        policy.budget = budget
+        let request = makeRequest(url: server.url("/outage"))
+
+        let firstLog = EventLog()
+        let first = await send(request, policy: policy, style: .completionHandler, in: session, log: firstLog)
+        #expect(first.status == 503)
+        #expect(first.body == "down")
+        #expect(first.summary?.reason == .budgetExhausted)
+        #expect(first.summary?.attempts == 3)
+        #expect(budget.availableTokens == 0)
+
+        let secondLog = EventLog()
+        let second = await send(request, policy: policy, style: .async, in: session, log: secondLog)
+        #expect(second.status == 503)
+        #expect(second.error == nil)
+        #expect(secondLog.summary?.reason == .budgetExhausted)
+        #expect(secondLog.summary?.attempts == 1)
+
+        // Without the budget each request would have made 6 attempts.
+        #expect(server.requestCount(to: "/outage") == 4)
+    }
+
+    // MARK: Cancellation and timeouts
+
+    @Test(arguments: RequestStyle.allCases)
+    func cancelDuringABackoffReturnsAtOnce(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/slow-recovery": [.respond(503), .respond(200)]])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let policy = millisecondPolicy(scale: 10)  // a 10 s backoff
+        let request = makeRequest(url: server.url("/slow-recovery"))
+        let log = EventLog()
+
+        let result: Retried
+        let cancelledAt: ContinuousClock.Instant
+        switch style {
+        case .completionHandler:
+            let outcome = Locked<[Retried]>([])
+            let task = session.dataTask(with: request, retryPolicy: policy, observer: log.record) {
+                data, response, error, summary in
+                outcome.withLock { $0.append(Retried(data: data, response: response, error: error, summary: summary)) }
+            }
+            #expect(await eventually { !log.delays.isEmpty })
+            cancelledAt = .now
+            task.cancel()
+            #expect(task.isFinished)
+            #expect(await eventually { !outcome.withLock(\.isEmpty) })
+            task.cancel()  // idempotent
+            try await Task.sleep(for: .milliseconds(50))
+            let outcomes = outcome.withLock { $0 }
+            #expect(outcomes.count == 1)
+            result = try #require(outcomes.first)
+            #expect(result.urlErrorCode == .cancelled)
+            #expect(result.summary?.reason == .cancelled)
+            #expect(result.summary?.attempts == 1)
+        case .async:
+            let task = Task { await send(request, policy: policy, style: .async, in: session, log: log) }
+            #expect(await eventually { !log.delays.isEmpty })
+            cancelledAt = .now
+            task.cancel()
+            result = await task.value
+            #expect(result.error is CancellationError)
+        }
+        #expect(log.delays == [.seconds(10)])
+        #expect(result.at - cancelledAt < .seconds(1))
+        #expect(log.summary?.reason == .cancelled)
+        #expect(server.requestCount(to: "/slow-recovery") == 1)
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func cancelDuringAnAttemptCancelsItsDataTask(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/hang": [.neverAnswer], "/ok": [.respond(200, body: "ok")]])
+        defer { server.stop() }
+        // One connection per host: a request still in flight would hold the only connection until the 15 s timeout.
+        let session = makeSession(timeout: 15, connectionsPerHost: 1)
+        defer { session.invalidateAndCancel() }
+        let request = makeRequest(url: server.url("/hang"))
+        let log = EventLog()
+
+        let result: Retried
+        let cancelledAt: ContinuousClock.Instant
+        switch style {
+        case .completionHandler:
+            let outcome = Locked<Retried?>(nil)
+            let task = session.dataTask(with: request, retryPolicy: millisecondPolicy(), observer: log.record) {
+                data, response, error, summary in
+                outcome.withLock { $0 = Retried(data: data, response: response, error: error, summary: summary) }
+            }
+            #expect(await eventually { server.requestCount(to: "/hang") == 1 })
+            cancelledAt = .now
+            task.cancel()
+            #expect(await eventually { outcome.withLock { $0 != nil } })
+            result = try #require(outcome.withLock { $0 })
+            #expect(result.urlErrorCode == .cancelled)
+            #expect(result.summary?.reason == .cancelled)
+        case .async:
+            let task = Task {
+                await send(request, policy: millisecondPolicy(), style: .async, in: session, log: log)
+            }
+            #expect(await eventually { server.requestCount(to: "/hang") == 1 })
+            cancelledAt = .now
+            task.cancel()
+            result = await task.value
+            #expect(result.error is CancellationError)
+        }
+        #expect(result.at - cancelledAt < .seconds(1))
+        #expect(log.summary?.reason == .cancelled)
+        #expect(server.requestCount(to: "/hang") == 1)
+
+        // The cancelled data task released the session's only connection.
+        let start = ContinuousClock.now
+        #expect(await fetch(server.url("/ok"), in: session).status == 200)
+        #expect(ContinuousClock.now - start < .seconds(5))
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func perAttemptTimeoutFiresUnderASecondAndCancelsTheDataTask(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/hang": [.neverAnswer]])
+        defer { server.stop() }
+        // One connection per host: the second attempt reaches the server only if the first data task was cancelled.
+        let session = makeSession(timeout: 15, connectionsPerHost: 1)
+        defer { session.invalidateAndCancel() }
+        var policy = millisecondPolicy(retryLimit: 1, scale: 0.001)
+        policy.attemptTimeout = .milliseconds(300)
+        let log = EventLog()
+
+        let start = ContinuousClock.now
+        let result = await send(
+            makeRequest(url: server.url("/hang")), policy: policy, style: style, in: session, log: log)
+
+        #expect(result.urlErrorCode == .timedOut)
+        let underlying = (result.error as? URLError)?.userInfo[NSUnderlyingErrorKey] as? RetryError
+        #expect(underlying?.reason == .attemptTimedOut)
+        #expect(server.requestCount(to: "/hang") == 2)
+        let failures = log.failures
+        #expect(failures.count == 2)
+        #expect(failures.allSatisfy { ($0.error as? RetryError)?.reason == .attemptTimedOut })
+        if let first = failures.first {
+            #expect(first.at - start >= .milliseconds(300))
+            #expect(first.at - start < .seconds(1))
+        }
+        #expect(result.at - start >= .milliseconds(600))
+        #expect(log.summary?.reason == .exhausted)
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func totalTimeoutDuringTheFirstAttemptSurfacesAsTimedOut(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/hang": [.neverAnswer]])
+        defer { server.stop() }
+        let session = makeSession(timeout: 15)
+        defer { session.invalidateAndCancel() }
+        var policy = millisecondPolicy()
+        policy.totalTimeout = .milliseconds(300)
+        let log = EventLog()
+
+        let start = ContinuousClock.now
+        let result = await send(
+            makeRequest(url: server.url("/hang")), policy: policy, style: style, in: session, log: log)
+
+        #expect(result.urlErrorCode == .timedOut)
+        #expect(result.at - start >= .milliseconds(300))
+        #expect(result.at - start < .seconds(2))
+        #expect(log.summary?.reason == .deadlineExceeded)
+        #expect(server.requestCount(to: "/hang") == 1)
+    }
+
+    // MARK: Many at once
+
+    @Test(arguments: RequestStyle.allCases)
+    func twoHundredConcurrentRequestsToFlakyPathsEachCompleteExactlyOnce(style: RequestStyle) async throws {
+        let count = 200
+        let server = try ScriptedHTTPServer()
+        defer { server.stop() }
+        for index in 0..<count {
+            server.script("/flaky/\(index)", [.respond(503), .respond(200, body: "\(index)")])
+        }
+        let session = makeSession(timeout: 60, connectionsPerHost: 64)
+        defer { session.finishTasksAndInvalidate() }
+        let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.005)  // with full jitter
+
+        let extra = Locked(0)
+        let results = await withTaskGroup(of: (Int, Retried).self) { group in
+            for index in 0..<count {
+                group.addTask {
+                    let request = makeRequest(url: server.url("/flaky/\(index)"))
+                    return (
+                        index, await send(request, policy: policy, style: style, in: session, extraCompletions: extra)
+                    )
+                }
+            }
+            var results: [Int: Retried] = [:]
+            for await (index, result) in group { results[index] = result }
+            return results
+        }
+
+        #expect(results.count == count)
+        #expect((0..<count).allSatisfy { results[$0]?.status == 200 && results[$0]?.body == "\($0)" })
+        #expect(server.requests.count == 2 * count)
+        if style == .completionHandler {
+            #expect((0..<count).allSatisfy { results[$0]?.summary?.attempts == 2 })
+            try await Task.sleep(for: .milliseconds(100))
+            #expect(extra.withLock { $0 } == 0)
+        }
+    }
+
+    // MARK: Queue, release, configuration
+
+    @Test func completionHandlerAndObserverRunOnTheGivenQueue() async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/flaky": [.respond(500), .respond(200, body: "ok")]])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let key = DispatchSpecificKey<String>()
+        let queue = DispatchQueue(label: "URLSessionRetryTests.queue")
+        queue.setSpecific(key: key, value: "mine")
+        let offQueue = Locked(0)
+        let log = EventLog()
+
+        let result: Retried = await withCheckedContinuation { continuation in
+            session.dataTask(
+                with: makeRequest(url: server.url("/flaky")), retryPolicy: millisecondPolicy(), queue: queue,
+                observer: { event in
+                    if DispatchQueue.getSpecific(key: key) != "mine" { offQueue.withLock { $0 += 1 } }
+                    log.record(event)
+                }
+            ) { data, response, error, summary in
+                if DispatchQueue.getSpecific(key: key) != "mine" { offQueue.withLock { $0 += 1 } }
+                continuation.resume(returning: Retried(data: data, response: response, error: error, summary: summary))
+            }
+        }
+
+        #expect(result.status == 200)
+        #expect(log.events.count == 5)  // started, failed, started, succeeded, finished
+        #expect(offQueue.withLock { $0 } == 0)
+    }
+
+    @Test func aFinishedRequestReleasesWhatItCapturedWhileItsTaskIsKept() async throws {
+        final class Witness: Sendable {}
+        let server = try ScriptedHTTPServer(scripts: ["/ok": [.respond(200)]])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let finished = Locked(false)
+
+        var witness: Witness? = Witness()
+        weak let weakWitness = witness
+        let task = session.dataTask(with: makeRequest(url: server.url("/ok"))) { [witness] _, _, _, _ in
+            _ = witness
+            finished.withLock { $0 = true }
+        }
+        witness = nil
+        #expect(await eventually { finished.withLock { $0 } })
+        #expect(await eventually { weakWitness == nil })
+        #expect(task.isFinished)
+        #expect(task.originalRequest.url == server.url("/ok"))
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func anInvalidPolicySendsNothingAndReportsRetryError(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/ok": [.respond(200)]])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        var policy = HTTPRetryPolicy()
+        policy.attemptTimeout = .zero
+
+        let result = await send(makeRequest(url: server.url("/ok")), policy: policy, style: style, in: session)
+
+        guard case .invalidConfiguration = (result.error as? RetryError)?.reason else {
+            Issue.record("expected RetryError.invalidConfiguration, got \(String(describing: result.error))")
+            return
+        }
+        #expect(result.response == nil)
+        #expect(server.requests.isEmpty)
+    }
+}
