@@ -48,7 +48,9 @@ import Dispatch
 ///   hook (``AttemptCompletion/onCancel(_:)``) and completes at once, ignoring the attempt's late result; after the
 ///   retrier finished it does nothing.
 /// - An operation that calls its completion **twice** never causes a second completion: the extra call is reported
-///   to the observer as ``RetryEvent/duplicateCompletion(_:)`` (on `queue`, possibly after `finished`).
+///   to the observer as ``RetryEvent/duplicateCompletion(_:)`` on `queue`, before the next `attemptStarted` or
+///   `finished` (as every RetryKit runner reports it); only an extra call made after the retrier finished is reported
+///   after `finished`.
 /// - An attempt that does not complete within `attemptTimeout` fails with ``RetryError`` `.attemptTimedOut` (its cancel
 ///   hook runs) and the strategy decides as for any failure; its late completion is ignored.
 /// - **Nothing is retained** after the retrier finishes: the operation, strategy, observer and completion are released

@@ -33,8 +33,8 @@ protocol CallbackClient: AnyObject, Sendable {
     func emitStarted(_ attempt: RetryAttempt)
     /// Emits `attemptFailed` to the observer, if there is one.
     func emitFailed(_ attempt: RetryAttempt, error: any Error, next: RetryNextStep)
-    /// Emits the final events and runs the completion.
-    func finish(_ termination: RetryTermination, value: (any Sendable)?)
+    /// Emits the final events, reporting `duplicates` just before `finished`, and runs the completion.
+    func finish(_ termination: RetryTermination, value: (any Sendable)?, duplicates: [@Sendable () -> Void])
 }
 
 /// The runner's mutable state.
@@ -60,6 +60,13 @@ struct CallbackRunnerState {
     var outcome: CallbackOutcome?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
     var waiters: [CheckedContinuation<any Sendable, any Error>] = []
+    /// Reports of duplicate completions (only kept when there is an observer) that have not been delivered yet, by
+    /// sequence number. Taken by the next `attemptStarted` or `finished`, so that they come before it, as in every
+    /// other runner; each one's own hop reports it if nothing else does first (during a wait, or after the retrier
+    /// finished).
+    var duplicates: [(sequence: UInt64, report: @Sendable () -> Void)] = []
+    /// The sequence number of the last duplicate completion.
+    var duplicateSequence: UInt64 = 0
 }
 
 /// What to do after a transition, outside the lock.
@@ -77,11 +84,13 @@ enum CallbackStep {
 }
 
 /// A step, plus what the transition took out of the state: an attempt to abandon (runs its cancel hook) and a timer to
-/// cancel, both outside the lock.
+/// cancel, both outside the lock, and the duplicate completions to report before the step's `attemptStarted` or
+/// `finished`.
 struct CallbackTransition {
     var step: CallbackStep = .idle
     var abandoned: (any AttemptAbandoning)?
     var stopped: (any RetryCancellable)?
+    var duplicates: [@Sendable () -> Void] = []
 }
 
 /// The engine behind ``RetryHandle``.
@@ -240,7 +249,31 @@ package final class CallbackRunner: Sendable {
         guard case .finish(let termination, let value, let client) = transition.step else { return }
         transition.abandoned?.abandon()
         transition.stopped?.cancel()
-        hop { self.deliver(termination, value: value, client) }
+        let duplicates = transition.duplicates
+        hop { self.deliver(termination, value: value, client, duplicates: duplicates) }
+    }
+
+    /// An attempt's completion was called again (from any thread). The report reaches the observer on the queue: with
+    /// the next `attemptStarted` or `finished` if one comes first, otherwise through its own hop.
+    func duplicateCompleted(_ report: @escaping @Sendable () -> Void) {
+        let sequence: UInt64 = state.withLock { s in
+            s.duplicateSequence &+= 1
+            s.duplicates.append((s.duplicateSequence, report))
+            return s.duplicateSequence
+        }
+        hop { self.reportDuplicates(through: sequence) }
+    }
+
+    /// Reports, in order, the duplicate completions up to `sequence` that nothing has reported yet. On the queue.
+    ///
+    /// Later ones are left alone: they belong after events that are still on their way to the queue.
+    private func reportDuplicates(through sequence: UInt64) {
+        let reports: [@Sendable () -> Void] = state.withLock { s in
+            let due = s.duplicates.prefix { $0.sequence <= sequence }
+            s.duplicates.removeFirst(due.count)
+            return due.map(\.report)
+        }
+        for report in reports { report() }
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
@@ -270,7 +303,8 @@ package final class CallbackRunner: Sendable {
                 s.timerEpoch &+= 1
                 epoch = s.timerEpoch
             }
-            return CallbackTransition(step: .run(attempt, timeout: timeout, epoch: epoch, client))
+            return CallbackTransition(
+                step: .run(attempt, timeout: timeout, epoch: epoch, client), duplicates: takeDuplicates(&s))
         case .consultStrategy(let context, let error):
             return CallbackTransition(step: .consult(context, error: error, client))
         case .retry(let delay, let failed, let error):
@@ -282,13 +316,22 @@ package final class CallbackRunner: Sendable {
             return CallbackTransition(step: .wait(delay, failed: failed, error: error, epoch: epoch, client))
         case .finish(let termination):
             let transition = CallbackTransition(
-                step: .finish(termination, value: value, client), abandoned: s.slot, stopped: s.timer)
+                step: .finish(termination, value: value, client), abandoned: s.slot, stopped: s.timer,
+                duplicates: takeDuplicates(&s))
             s.client = nil
             s.slot = nil
             s.timer = nil
             s.timerEpoch &+= 1
             return transition
         }
+    }
+
+    /// Takes the duplicate completions not reported yet, for the step that comes next. Inside the lock.
+    private static func takeDuplicates(_ s: inout CallbackRunnerState) -> [@Sendable () -> Void] {
+        if s.duplicates.isEmpty { return [] }
+        let duplicates = s.duplicates.map(\.report)
+        s.duplicates = []
+        return duplicates
     }
 
     // MARK: - Carrying out (outside the lock, on the queue)
@@ -303,6 +346,7 @@ package final class CallbackRunner: Sendable {
             case .idle:
                 return
             case .run(let attempt, let timeout, let epoch, let client):
+                for report in transition.duplicates { report() }
                 if observes { client.emitStarted(attempt) }
                 if let timeout {
                     let number = attempt.number
@@ -325,7 +369,7 @@ package final class CallbackRunner: Sendable {
                 let now = decidedAt ?? elapsed
                 transition = state.withLock { Self.apply($0.machine.waitElapsed(at: now), to: &$0) }
             case .finish(let termination, let value, let client):
-                deliver(termination, value: value, client)
+                deliver(termination, value: value, client, duplicates: transition.duplicates)
                 return
             }
         }
@@ -343,9 +387,13 @@ package final class CallbackRunner: Sendable {
         if !kept { timer.cancel() }
     }
 
-    /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue.
-    private func deliver(_ termination: RetryTermination, value: (any Sendable)?, _ client: any CallbackClient) {
-        client.finish(termination, value: value)
+    /// Emits the final events (reporting `duplicates` just before `finished`), runs the completion, then resumes the
+    /// tasks awaiting the value. On the queue.
+    private func deliver(
+        _ termination: RetryTermination, value: (any Sendable)?, _ client: any CallbackClient,
+        duplicates: [@Sendable () -> Void]
+    ) {
+        client.finish(termination, value: value, duplicates: duplicates)
         let outcome: CallbackOutcome = termination.result(value: value)
         let waiters: [CheckedContinuation<any Sendable, any Error>] = state.withLock { s in
             s.outcome = outcome

@@ -119,7 +119,7 @@ final class CallbackSet<Value: Sendable>: CallbackClient {
         let number = attempt.number
         let onDuplicate: @Sendable () -> Void
         if let observer {
-            onDuplicate = { runner.hop { observer(.duplicateCompletion(attempt)) } }
+            onDuplicate = { runner.duplicateCompleted { observer(.duplicateCompletion(attempt)) } }
         } else {
             onDuplicate = {}
         }
@@ -146,10 +146,15 @@ final class CallbackSet<Value: Sendable>: CallbackClient {
         observer?(.attemptFailed(attempt, error: error, next: next))
     }
 
-    func finish(_ termination: RetryTermination, value: (any Sendable)?) {
+    func finish(_ termination: RetryTermination, value: (any Sendable)?, duplicates: [@Sendable () -> Void]) {
         let value = value as? Value
         if let observer {
-            for event in termination.events(value: value) { observer(event) }
+            for event in termination.events(value: value) {
+                if case .finished = event {
+                    for report in duplicates { report() }
+                }
+                observer(event)
+            }
         }
         completion(termination.result(value: value), termination.summary)
     }

@@ -417,11 +417,48 @@ extension CallbackRunnerTests {
 
             #expect(recorder.completionCount == 1)
             #expect(recorder.onlyResult?.cbValue == 2)
+            // Each duplicate comes before the next `start` or `finished`, as in every other runner.
             #expect(
                 recorder.events == [
-                    "start 1", "fail 1 E1 retry \(Duration.zero)", "start 2", "ok 2 2", "finished succeeded 2",
-                    "duplicate 1", "duplicate 2",
+                    "start 1", "fail 1 E1 retry \(Duration.zero)", "duplicate 1", "start 2", "ok 2 2",
+                    "duplicate 2", "finished succeeded 2",
                 ])
+        }
+
+        @Test func aSecondCallDuringAWaitIsReportedAtOnce() {
+            let scheduler = TestScheduler()
+            let recorder = CBRecorder<Int>()
+            let kept = CBSlot<AttemptCompletion<Int>>()
+            retry(
+                on: queue, scheduler: scheduler,
+                operation: { attempt, done in
+                    if attempt.number == 1 { kept.set(done) }
+                    done(attempt.number == 1 ? .failure(CBError(code: 1)) : .success(2))
+                }, strategy: { _ in .backoff(.constant(.seconds(5))) }, observer: recorder.observer,
+                completion: recorder.completion)
+            scheduler.advance()
+            kept.get?(.success(100))  // during the 5 s wait
+            scheduler.advance()
+            #expect(recorder.events == ["start 1", "fail 1 E1 retry \(Duration.seconds(5))", "duplicate 1"])
+            scheduler.run()
+            #expect(recorder.events.suffix(3) == ["start 2", "ok 2 2", "finished succeeded 2"])
+        }
+
+        @Test func aSecondCallAfterTheRetrierFinishedIsReportedAfterFinished() {
+            let scheduler = TestScheduler()
+            let recorder = CBRecorder<Int>()
+            let kept = CBSlot<AttemptCompletion<Int>>()
+            retry(
+                on: queue, scheduler: scheduler,
+                operation: { _, done in
+                    kept.set(done)
+                    done(.success(1))
+                }, observer: recorder.observer, completion: recorder.completion)
+            scheduler.run()
+            kept.get?(.success(2))
+            scheduler.run()
+            #expect(recorder.completionCount == 1)
+            #expect(recorder.events == ["start 1", "ok 1 1", "finished succeeded 1", "duplicate 1"])
         }
 
         @Test func legacyValueErrorCompletionStyle() {
