@@ -1,6 +1,7 @@
 import Dispatch
 import Foundation
 import RetryKit
+import RetryKitHTTP
 import RetryKitTesting
 
 #if canImport(FoundationNetworking)
@@ -179,8 +180,29 @@ struct Demo: Sendable {
     }
 
     private func http() async -> Bool {
-        print("  (the URLSession layer is not wired into the demo yet)")
-        return true
+        let path = "/http/forecast"
+        server.script(path, [.respond(429, headers: ["Retry-After": "1"]), .respond(503), .respond(200, body: "rain")])
+        var request = URLRequest(url: server.url(path))
+        request.httpMethod = "GET"
+        print("  GET \(path): 429 with Retry-After: 1, then 503, then 200")
+        var policy = HTTPRetryPolicy()  // Alamofire's defaults + Retry-After, full jitter, 30 s cap
+        policy.retryLimit = UInt(max(options.maxAttempts - 1, 0))
+        policy.exponentialBackoffScale = 0.1
+        let timeline = Timeline(describe: { error in
+            if let status = error as? HTTPStatusError { return "HTTP \(status.statusCode)" }
+            return Timeline.describe(error)
+        })
+        do {
+            let (data, response) = try await client.session.data(for: request, retryPolicy: policy) { event in
+                timeline.observe(event)
+            }
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            print("  response: HTTP \(status), body \"\(String(decoding: data, as: UTF8.self))\"")
+            return status == 200
+        } catch {
+            print("  error: \(error)")
+            return false
+        }
     }
 
     private func cancel() async -> Bool {

@@ -1,5 +1,10 @@
 import Foundation
 import RetryKit
+import RetryKitHTTP
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Prints a readable per-attempt timeline from a retrier's events: attempt, outcome, chosen delay and actual wait.
 final class Timeline: Sendable {
@@ -45,7 +50,7 @@ final class Timeline: Sendable {
             }
             print("  \(Self.pad("attempt \(attempt.number)", 11)) failed: \(describe(error)) \(outcome)")
         case .attemptSucceeded(let attempt, let value):
-            print("  \(Self.pad("attempt \(attempt.number)", 11)) succeeded: \(value)")
+            print("  \(Self.pad("attempt \(attempt.number)", 11)) succeeded: \(Self.describe(value: value))")
         case .finished(let summary, let error):
             let ending = error.map { "failed with \(describe($0))" } ?? "succeeded"
             print(
@@ -64,6 +69,14 @@ final class Timeline: Sendable {
         case let error as RetryError: return error.description
         default: return String(describing: error)
         }
+    }
+
+    static func describe(value: some Sendable) -> String {
+        if let (data, response) = value as? URLSession.RetryResponse {
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            return "HTTP \(status), \(data.count) bytes"
+        }
+        return "\(value)"
     }
 
     static func ms(_ d: Duration) -> String {

@@ -22,7 +22,11 @@ public struct RetryError: Error, Sendable, CustomStringConvertible {
 
     /// Why the retrier gave up.
     public let reason: Reason
-    /// The error of the last attempt, if an attempt ran and failed.
+    /// The error of the last attempt that failed, if one did.
+    ///
+    /// When the total deadline cuts an attempt short, that attempt has no error of its own: `lastError` is then the
+    /// error of the attempt before it (for example the HTTP response the HTTP layer hands back), or a
+    /// ``Reason-swift.enum/attemptTimedOut`` error if no attempt had failed yet.
     public let lastError: (any Error)?
     /// How many attempts ran.
     public let attempts: Int
