@@ -16,5 +16,9 @@ let package = Package(
         .target(name: "RetryKitTesting", dependencies: ["RetryKit"]),
         .testTarget(name: "RetryKitTests", dependencies: ["RetryKit", "RetryKitTesting"]),
         .testTarget(name: "RetryKitHTTPTests", dependencies: ["RetryKitHTTP", "RetryKitTesting"]),
+        // The code blocks of Migration.md, README.md and the DocC articles, extracted by scripts/check-snippets.py.
+        .testTarget(
+            name: "MigrationSnippets", dependencies: ["RetryKit", "RetryKitHTTP", "RetryKitTesting"],
+            path: "Tests/MigrationSnippets"),
     ]
 )
