@@ -21,6 +21,7 @@ import RetryKit
 public struct ImmediateClock: Clock {
     /// The same virtual timeline as ``TestClock``.
     public typealias Instant = TestClock.Instant
+    /// Virtual time is measured in `Swift.Duration`, as RetryKit's runners require.
     public typealias Duration = Swift.Duration
 
     private let current: Locked<Duration>

@@ -50,10 +50,12 @@ public final class TestClock: Clock, Sendable {
         /// The origin of the timeline: where a clock created with default arguments starts.
         public static var zero: Self { Self(offset: .zero) }
 
+        /// The instant `duration` later (earlier, for a negative duration).
         public func advanced(by duration: Duration) -> Self {
             Self(offset: offset + duration)
         }
 
+        /// The time from this instant to `other`: negative if `other` is earlier.
         public func duration(to other: Self) -> Duration {
             other.offset - offset
         }
@@ -65,6 +67,7 @@ public final class TestClock: Clock, Sendable {
         public var description: String { "TestClock.Instant(\(offset))" }
     }
 
+    /// Virtual time is measured in `Swift.Duration`, as RetryKit's runners require.
     public typealias Duration = Swift.Duration
 
     private enum SleeperPhase {
