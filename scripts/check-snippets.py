@@ -229,7 +229,7 @@ def render(path, snippets):
             if snippet.kind == "body":
                 opening = f"func {snippet.name}() async throws {{"
             elif snippet.kind == "test":
-                opening = f'@Test("{relative}: {snippet.name}") func {snippet.name}() async throws {{'
+                opening = f'@Test("{path.name}: {snippet.name}") func {snippet.name}() async throws {{'
             else:
                 opening = f"struct {snippet.name} {{"
             if snippet.namespace:
