@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Migration.md:30: RecursiveForecastClient (decl)
+// Migration.md:31: RecursiveForecastClient (decl)
 struct RecursiveForecastClient {
-#sourceLocation(file: "Migration.md", line: 30)
+#sourceLocation(file: "Migration.md", line: 31)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
 
@@ -40,9 +40,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:72: ForecastClientStep1 (decl)
+// Migration.md:73: ForecastClientStep1 (decl)
 struct ForecastClientStep1 {
-#sourceLocation(file: "Migration.md", line: 72)
+#sourceLocation(file: "Migration.md", line: 73)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
     let queue = DispatchQueue(label: "forecast-client")
@@ -93,9 +93,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:148: ForecastClientStep2 (decl)
+// Migration.md:149: ForecastClientStep2 (decl)
 struct ForecastClientStep2 {
-#sourceLocation(file: "Migration.md", line: 148)
+#sourceLocation(file: "Migration.md", line: 149)
 final class ForecastClient: Sendable {
     let session: URLSession
     let queue = DispatchQueue(label: "forecast-client")
@@ -148,10 +148,10 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:203: forecastClientCancel (body)
+// Migration.md:204: forecastClientCancel (body)
 extension ForecastClientStep2 {
     func forecastClientCancel() async throws {
-#sourceLocation(file: "Migration.md", line: 203)
+#sourceLocation(file: "Migration.md", line: 204)
 let client = ForecastClient()
 let handle = client.request(URLRequest(url: profileURL)) { result, summary in
     show(result)
@@ -162,10 +162,10 @@ handle.cancel()  // the attempt's URLSessionTask is cancelled; the completion ge
     }
 }
 
-// Migration.md:222: forecastClientRetriesUntil200 (test)
+// Migration.md:223: forecastClientRetriesUntil200 (test)
 extension ForecastClientStep2 {
     @Test("Migration.md: forecastClientRetriesUntil200") func forecastClientRetriesUntil200() async throws {
-#sourceLocation(file: "Migration.md", line: 222)
+#sourceLocation(file: "Migration.md", line: 223)
 let server = try ScriptedHTTPServer()
 defer { server.stop() }
 server.script("/forecast", [.respond(503), .respond(503), .respond(200, body: "sunny")])
@@ -184,9 +184,9 @@ _ = try await handle.value  // an async test can await the callback retrier
     }
 }
 
-// Migration.md:251: ProfileStoreToday (decl)
+// Migration.md:252: ProfileStoreToday (decl)
 struct ProfileStoreToday {
-#sourceLocation(file: "Migration.md", line: 251)
+#sourceLocation(file: "Migration.md", line: 252)
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
         .exponential(a: .milliseconds(200), b: 2).max(.seconds(5)).jitter()
@@ -212,10 +212,10 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:292: ProfileStoreWithRetry (decl)
+// Migration.md:293: ProfileStoreWithRetry (decl)
 extension ProfileStoreToday {
     struct ProfileStoreWithRetry {
-#sourceLocation(file: "Migration.md", line: 292)
+#sourceLocation(file: "Migration.md", line: 293)
 func profile(store: ProfileStore, id: Int) async throws -> Profile {
     try await withRetry(maxAttempts: 4) { attempt, done in
         store.api.load(id: id) { profile, error in done(profile, error) }
@@ -227,10 +227,10 @@ func profile(store: ProfileStore, id: Int) async throws -> Profile {
     }
 }
 
-// Migration.md:311: profileStoreAwaitHandle (body)
+// Migration.md:312: profileStoreAwaitHandle (body)
 extension ProfileStoreToday {
     func profileStoreAwaitHandle() async throws {
-#sourceLocation(file: "Migration.md", line: 311)
+#sourceLocation(file: "Migration.md", line: 312)
 let store = ProfileStore(api: api)
 let profile = try await store.profile(id: 42) { _ in }.value
 show(profile)
@@ -238,9 +238,9 @@ show(profile)
     }
 }
 
-// Migration.md:323: ProfileStoreAsyncAPI (decl)
+// Migration.md:324: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 323)
+#sourceLocation(file: "Migration.md", line: 324)
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
         .exponential(a: .milliseconds(200), b: 2).max(.seconds(5)).jitter()
@@ -266,9 +266,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:351: ProfileStoreAsync (decl)
+// Migration.md:352: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 351)
+#sourceLocation(file: "Migration.md", line: 352)
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
         .exponential(a: .milliseconds(200), b: 2).max(.seconds(5)).jitter()
@@ -290,9 +290,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:393: sameDecisionsInEveryStyle (test)
+// Migration.md:394: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 393)
+#sourceLocation(file: "Migration.md", line: 394)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededGenerator(seed: 7))
@@ -344,10 +344,10 @@ let asyncResult = try await retry(maxAttempts: 4, clock: ImmediateClock()) { att
 #sourceLocation()
 }
 
-// Migration.md:461: alamofireBefore (body)
+// Migration.md:462: alamofireBefore (body)
 extension Alamofire {
     func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 461)
+#sourceLocation(file: "Migration.md", line: 462)
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 let session = Session(interceptor: policy)
 
@@ -363,17 +363,17 @@ session.request("https://api.example.com/profiles/42")
     }
 }
 
-// Migration.md:480: alamofireAfterPolicy (body)
+// Migration.md:481: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 480)
+#sourceLocation(file: "Migration.md", line: 481)
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 show(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
-// Migration.md:523: alamofireCompatibleDelays (test)
+// Migration.md:525: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 523)
+#sourceLocation(file: "Migration.md", line: 525)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -381,9 +381,9 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:533: httpPolicyDecisions (test)
+// Migration.md:535: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 533)
+#sourceLocation(file: "Migration.md", line: 535)
 func response(_ status: Int, _ headers: [String: String] = [:]) throws -> HTTPURLResponse {
     try #require(HTTPURLResponse(url: profileURL, statusCode: status, httpVersion: nil, headerFields: headers))
 }
@@ -415,9 +415,9 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:576: httpPolicyWithAsyncRetry (body)
+// Migration.md:578: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 576)
+#sourceLocation(file: "Migration.md", line: 578)
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
     let strategy = policy.strategy(for: request)
@@ -436,9 +436,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:605: asyncLibraryCallSites (body)
+// Migration.md:607: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 605)
+#sourceLocation(file: "Migration.md", line: 607)
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
     try await api.profile(id: 42)
@@ -467,9 +467,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:661: asyncLibraryDifferences (test)
+// Migration.md:663: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 661)
+#sourceLocation(file: "Migration.md", line: 663)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -492,9 +492,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:710: swiftRetrierToday (body)
+// Migration.md:712: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 710)
+#sourceLocation(file: "Migration.md", line: 712)
 struct AuthenticationRequired: Error {}
 
 let profile = try await retry(maxAttempts: 10, totalTimeout: .seconds(30)) { attempt in
