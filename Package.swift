@@ -20,5 +20,9 @@ let package = Package(
         .testTarget(name: "RetryKitTests", dependencies: ["RetryKit", "RetryKitTesting"]),
         .testTarget(name: "RetryKitHTTPTests", dependencies: ["RetryKitHTTP", "RetryKitTesting"]),
         .testTarget(name: "DemoTests", dependencies: ["retrykit-demo", "RetryKitTesting"]),
+        // The code blocks of Migration.md, README.md and the DocC articles, extracted by scripts/check-snippets.py.
+        .testTarget(
+            name: "MigrationSnippets", dependencies: ["RetryKit", "RetryKitHTTP", "RetryKitTesting"],
+            path: "Tests/MigrationSnippets"),
     ]
 )

@@ -1,0 +1,313 @@
+#!/usr/bin/env python3
+"""Keeps the Swift code blocks of the documentation compiling.
+
+Every ```swift block in README.md, Migration.md and the DocC articles (Sources/*/*.docc/**/*.md) is copied into a
+generated Swift file of the `MigrationSnippets` test target (Tests/MigrationSnippets/Generated*.swift), so that
+`swift test` compiles every snippet, and runs the ones written as tests.
+
+    python3 scripts/check-snippets.py           # regenerate Tests/MigrationSnippets/Generated*.swift
+    python3 scripts/check-snippets.py --check   # exit 1 if the generated files are not up to date (CI)
+
+How a block is compiled is set by an HTML comment on the line before its fence (invisible on GitHub and in DocC):
+
+    <!-- snippet: NAME KIND in:TYPE -->
+
+KIND and `in:TYPE` are optional. KIND is one of:
+
+    body  (default) the block is the body of `func NAME() async throws { … }`: statements, local types.
+    test  the same, as a Swift Testing test: `@Test func NAME() async throws { … }`; it runs under `swift test`.
+    decl  the block is the body of `struct NAME { … }`: declarations (types, methods, properties, @Test methods).
+          Tests elsewhere in the target can reach them as `NAME.Type` or `NAME().method()`.
+    top   the block goes at file scope unchanged (extensions, protocols); its names must be unique in the target.
+    skip  the block is not compiled (for Package.swift excerpts or code that cannot compile on its own).
+
+With `in:TYPE` the wrapper is put in `extension TYPE { … }`, so that unqualified names resolve to TYPE's nested
+declarations first: "before" code that uses Alamofire is compiled `in:Alamofire`, whose stand-ins shadow RetryKit's
+names. Imports of Alamofire and SwiftRetrier are dropped.
+
+Without a comment a block gets KIND body and an automatic NAME (`migrationSnippet3`). A fence written
+```swift skip (or ```swift no-compile) is skipped too. Leading `import` lines (and `#if canImport(…)` groups of
+imports) are moved to the top of the generated file. Names must be unique across all sources: every snippet lives in
+the same module. Placeholders the snippets use (`Profile`, `ProfileAPI`, Alamofire's `Session`, …) are declared by hand
+in Tests/MigrationSnippets/StandIns.swift.
+
+Each snippet is preceded by `#sourceLocation`, so compiler errors and test failures point at the Markdown line.
+"""
+import difflib
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+OUT_DIR = ROOT / "Tests" / "MigrationSnippets"
+KINDS = ("body", "test", "decl", "top", "skip")
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
+ANNOTATION = re.compile(r"^\s*<!--\s*snippet:\s*(?P<args>.*?)\s*-->\s*$")
+IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+# Modules the "before" code imports that are not dependencies: their import lines are dropped, and
+# Tests/MigrationSnippets/StandIns.swift declares the names the snippets use (compile those snippets `in:` the
+# stand-in namespace).
+STAND_IN_IMPORT = re.compile(r"^\s*import\s+(Alamofire|SwiftRetrier)\s*$")
+PREAMBLE = re.compile(r"^\s*(@\w+(\(.*\))?\s+)*import\s+\w+|^#if\s+canImport\(\w+\)|^#endif\b")
+
+HEADER_IMPORTS = """import Dispatch
+import Foundation
+import RetryKit
+import RetryKitHTTP
+import RetryKitTesting
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+"""
+
+
+class SnippetError(Exception):
+    pass
+
+
+class Snippet:
+    def __init__(self, source, line, name, kind, namespace, lines):
+        self.source = source  # repository-relative path of the Markdown file
+        self.line = line  # 1-based line of the first code line
+        self.name = name
+        self.kind = kind
+        self.namespace = namespace  # a type whose extension the snippet is compiled in, or None
+        self.lines = lines
+
+
+def sources():
+    found = [ROOT / "README.md", ROOT / "Migration.md"]
+    found += sorted((ROOT / "Sources").glob("*/*.docc/**/*.md"))
+    return [path for path in found if path.is_file()]
+
+
+def output_name(path):
+    relative = path.relative_to(ROOT)
+    parts = [p for p in relative.with_suffix("").parts if p != "Sources"]
+    words = []
+    for part in parts:
+        part = part.replace(".docc", "")
+        words += [w for w in re.split(r"[^A-Za-z0-9]+", part) if w]
+    # Two distinct spellings: the module name and the catalog name are the same word; keep one.
+    deduplicated = [w for i, w in enumerate(words) if i == 0 or w != words[i - 1]]
+    return "Generated" + "".join(w[:1].upper() + w[1:] for w in deduplicated) + ".swift"
+
+
+def auto_prefix(path):
+    stem = path.stem
+    return stem[:1].lower() + re.sub(r"[^A-Za-z0-9]", "", stem[1:])
+
+
+def parse(path):
+    relative = str(path.relative_to(ROOT))
+    lines = path.read_text(encoding="utf-8").split("\n")
+    snippets = []
+    index = 0
+    count = 0
+    while index < len(lines):
+        match = FENCE.match(lines[index])
+        if not match:
+            index += 1
+            continue
+        indent, fence, info = match.group("indent"), match.group("fence"), match.group("info").strip()
+        start = index
+        body = []
+        index += 1
+        while index < len(lines):
+            closing = FENCE.match(lines[index])
+            if closing and closing.group("fence")[0] == fence[0] and len(closing.group("fence")) >= len(fence) \
+                    and closing.group("info").strip() == "":
+                break
+            line = lines[index]
+            body.append(line[len(indent):] if line.startswith(indent) else line.lstrip())
+            index += 1
+        else:
+            raise SnippetError(f"{relative}:{start + 1}: code block is never closed")
+        index += 1
+        words = info.split()
+        if not words or words[0] != "swift":
+            continue
+        count += 1
+        name, kind, namespace = f"{auto_prefix(path)}Snippet{count}", "body", None
+        if any(word in ("skip", "no-compile") for word in words[1:]):
+            kind = "skip"
+        previous = start - 1
+        while previous >= 0 and lines[previous].strip() == "":
+            previous -= 1
+        annotation = ANNOTATION.match(lines[previous]) if previous >= 0 else None
+        if annotation:
+            args = annotation.group("args").split()
+            options = [arg for arg in args[1:] if arg.startswith("in:")]
+            kinds = [arg for arg in args[1:] if not arg.startswith("in:")]
+            if not args or len(kinds) > 1 or len(options) > 1:
+                raise SnippetError(f"{relative}:{previous + 1}: expected <!-- snippet: NAME [KIND] [in:TYPE] -->")
+            name = args[0]
+            kind = kinds[0] if kinds else kind
+            if options:
+                namespace = options[0][3:]
+                if not IDENTIFIER.match(namespace) or kind == "top":
+                    raise SnippetError(f"{relative}:{previous + 1}: bad `in:` option {options[0]!r}")
+            if not IDENTIFIER.match(name):
+                raise SnippetError(f"{relative}:{previous + 1}: snippet name {name!r} is not a Swift identifier")
+            if kind not in KINDS:
+                raise SnippetError(f"{relative}:{previous + 1}: unknown snippet kind {kind!r}; use one of {KINDS}")
+        snippets.append(Snippet(relative, start + 2, name, kind, namespace, body))
+    return snippets
+
+
+def split_preamble(lines):
+    """Leading import lines (and `#if canImport` groups of them) move to the top of the file.
+
+    Returns the groups (each a tuple of normalized lines: one import, or one `#if … #endif` group) and the index of
+    the first line of code.
+    """
+    groups = []
+    group = None
+    index = 0
+    while index < len(lines) and (lines[index].strip() == "" or PREAMBLE.match(lines[index])):
+        line = lines[index].strip()
+        index += 1
+        if not line:
+            continue
+        if line.startswith("#if"):
+            group = [line]
+        elif line.startswith("#endif") and group is not None:
+            group.append(line)
+            groups.append(tuple(group))
+            group = None
+        elif group is not None:
+            group.append(line)
+        else:
+            groups.append((line,))
+    if group is not None:
+        raise SnippetError("an `#if` in a snippet's imports is not closed before its code")
+    return groups, index
+
+
+def render_group(group):
+    if len(group) == 1:
+        return [group[0]]
+    return [group[0]] + ["    " + line for line in group[1:-1]] + [group[-1]]
+
+
+def code_lines(lines):
+    """The snippet's own lines stay unindented, so that compiler columns match the Markdown too."""
+    return [line.rstrip() for line in lines]
+
+
+def render(path, snippets):
+    relative = str(path.relative_to(ROOT))
+    out = [
+        f"// Generated by scripts/check-snippets.py from {relative}: do not edit.",
+        f"// Edit {relative}, then run `python3 scripts/check-snippets.py`.",
+        "// swift-format-ignore-file",
+        "",
+    ]
+    header_groups, _ = split_preamble(HEADER_IMPORTS.split("\n"))
+    hoisted = []
+    blocks = []
+    for snippet in snippets:
+        if snippet.kind == "skip":
+            continue
+        try:
+            groups, first = split_preamble(snippet.lines)
+        except SnippetError as error:
+            raise SnippetError(f"{snippet.source}:{snippet.line}: {error}")
+        groups = [g for g in groups if not STAND_IN_IMPORT.match(g[0])]
+        hoisted += [g for g in groups if g not in header_groups and g not in hoisted]
+        code = snippet.lines[first:]
+        while code and code[-1].strip() == "":
+            code.pop()
+        line = snippet.line + first
+        block = [f"// {relative}:{line}: {snippet.name} ({snippet.kind})"]
+        location = f'#sourceLocation(file: "{relative}", line: {line})'
+        if snippet.kind == "top":
+            block += [location] + code_lines(code) + ["#sourceLocation()"]
+        else:
+            if snippet.kind == "body":
+                opening = f"func {snippet.name}() async throws {{"
+            elif snippet.kind == "test":
+                opening = f'@Test("{path.name}: {snippet.name}") func {snippet.name}() async throws {{'
+            else:
+                opening = f"struct {snippet.name} {{"
+            if snippet.namespace:
+                block += [f"extension {snippet.namespace} {{", "    " + opening]
+            else:
+                block += [opening]
+            block += [location] + code_lines(code) + ["#sourceLocation()"]
+            block += ["    }", "}"] if snippet.namespace else ["}"]
+        blocks.append(block)
+    out += HEADER_IMPORTS.rstrip("\n").split("\n")
+    if hoisted:
+        out.append("")
+        for group in hoisted:
+            out += render_group(group)
+    for block in blocks:
+        out += [""] + block
+    return "\n".join(out) + "\n"
+
+
+def main(argv):
+    check = "--check" in argv[1:]
+    unknown = [arg for arg in argv[1:] if arg != "--check"]
+    if unknown:
+        print(__doc__)
+        return 2
+    try:
+        expected = {}
+        names = {}
+        for path in sources():
+            snippets = parse(path)
+            for snippet in snippets:
+                if snippet.kind == "skip":
+                    continue
+                if snippet.name in names:
+                    raise SnippetError(
+                        f"{snippet.source}:{snippet.line}: snippet name {snippet.name!r} is already used at "
+                        f"{names[snippet.name]}")
+                names[snippet.name] = f"{snippet.source}:{snippet.line}"
+            if any(s.kind != "skip" for s in snippets):
+                expected[OUT_DIR / output_name(path)] = render(path, snippets)
+    except SnippetError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    existing = set(OUT_DIR.glob("Generated*.swift"))
+    stale = sorted(existing - set(expected))
+    changed = []
+    for path, text in sorted(expected.items()):
+        current = path.read_text(encoding="utf-8") if path.exists() else None
+        if current != text:
+            changed.append((path, current, text))
+
+    if check:
+        for path, current, text in changed:
+            relative = path.relative_to(ROOT)
+            print(f"{relative} is out of date with the Markdown it is generated from:")
+            diff = difflib.unified_diff(
+                (current or "").splitlines(), text.splitlines(), f"{relative} (committed)", f"{relative} (expected)",
+                lineterm="", n=1)
+            print("\n".join(list(diff)[:60]))
+        for path in stale:
+            print(f"{path.relative_to(ROOT)} is generated from no Markdown any more")
+        if changed or stale:
+            print("run `python3 scripts/check-snippets.py` and commit the result", file=sys.stderr)
+            return 1
+        print(f"{len(names)} snippets in {len(expected)} files are up to date")
+        return 0
+
+    OUT_DIR.mkdir(parents=True, exist_ok=True)
+    for path, _, text in changed:
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path.relative_to(ROOT)}")
+    for path in stale:
+        path.unlink()
+        print(f"removed {path.relative_to(ROOT)}")
+    print(f"{len(names)} snippets in {len(expected)} files")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
