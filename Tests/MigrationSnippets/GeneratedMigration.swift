@@ -415,9 +415,47 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:578: httpPolicyWithAsyncRetry (body)
+// Migration.md:571: urlSessionAsync (body)
+func urlSessionAsync() async throws {
+#sourceLocation(file: "Migration.md", line: 571)
+func loadProfile(session: URLSession) async throws -> Profile {
+    let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
+    let request = URLRequest(url: profileURL)
+    // No validate(): a 503 is retried as it comes. When retries run out you get the last response.
+    let (data, response) = try await session.data(for: request, retryPolicy: policy)
+    guard let http = response as? HTTPURLResponse, (200...299).contains(http.statusCode) else {
+        throw URLError(.badServerResponse)
+    }
+    return try JSONDecoder().decode(Profile.self, from: data)
+}
+show(loadProfile)
+#sourceLocation()
+}
+
+// Migration.md:589: urlSessionCallback (body)
+func urlSessionCallback() async throws {
+#sourceLocation(file: "Migration.md", line: 589)
+func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
+    -> HTTPRetryTask
+{
+    let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
+    return session.dataTask(with: URLRequest(url: profileURL), retryPolicy: policy) { data, response, error, summary in
+        if let error {
+            completion(nil, error)  // transport error after summary.attempts attempts, or URLError(.cancelled)
+        } else if let data, let http = response as? HTTPURLResponse, (200...299).contains(http.statusCode) {
+            completion(try? JSONDecoder().decode(Profile.self, from: data), nil)
+        } else {
+            completion(nil, URLError(.badServerResponse))  // the last response, after summary.attempts attempts
+        }
+    }
+}
+show(fetchProfile)
+#sourceLocation()
+}
+
+// Migration.md:612: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 578)
+#sourceLocation(file: "Migration.md", line: 612)
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
     let strategy = policy.strategy(for: request)
@@ -436,9 +474,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:607: asyncLibraryCallSites (body)
+// Migration.md:641: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 607)
+#sourceLocation(file: "Migration.md", line: 641)
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
     try await api.profile(id: 42)
@@ -467,9 +505,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:663: asyncLibraryDifferences (test)
+// Migration.md:697: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 663)
+#sourceLocation(file: "Migration.md", line: 697)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -492,9 +530,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:712: swiftRetrierToday (body)
+// Migration.md:746: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 712)
+#sourceLocation(file: "Migration.md", line: 746)
 struct AuthenticationRequired: Error {}
 
 let profile = try await retry(maxAttempts: 10, totalTimeout: .seconds(30)) { attempt in

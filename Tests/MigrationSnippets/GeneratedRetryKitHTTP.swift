@@ -27,9 +27,28 @@ show(uploads.maxAttempts)  // 5
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:46: httpRunningAPolicy (body)
-func httpRunningAPolicy() async throws {
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:46: httpURLSessionBothStyles (body)
+func httpURLSessionBothStyles() async throws {
 #sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 46)
+func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
+    let (data, _) = try await session.data(for: request, retryPolicy: policy)
+    return data
+}
+
+func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy,
+          completion: @escaping @Sendable (Data?, (any Error)?) -> Void) -> HTTPRetryTask {
+    session.dataTask(with: request, retryPolicy: policy) { data, _, error, summary in
+        // on the queue given (a private serial queue by default); summary.attempts says how many ran
+        completion(data, error)
+    }
+}
+show(load)
+#sourceLocation()
+}
+
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:74: httpRunningAPolicy (body)
+func httpRunningAPolicy() async throws {
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 74)
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
     let strategy = policy.strategy(for: request)
     return try await retry(maxAttempts: policy.maxAttempts) { attempt in
