@@ -295,7 +295,7 @@ final class ProfileStore: Sendable {
 #sourceLocation(file: "Migration.md", line: 394)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
-    .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededGenerator(seed: 7))
+    .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
 }
 
 // 1. Completion handler, on virtual time.

@@ -41,9 +41,9 @@ typealias Backoff = BackoffStrategy<ContinuousClock>
 @Test("ChoosingABackoff.md: capBeforeJitter") func capBeforeJitter() async throws {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 101)
 let spread = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
-    .max(.seconds(30)).jitter(using: SeededGenerator(seed: 1))
+    .max(.seconds(30)).jitter(using: SeededRandomNumberGenerator(seed: 1))
 let bunched = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
-    .jitter(using: SeededGenerator(seed: 1)).max(.seconds(30))
+    .jitter(using: SeededRandomNumberGenerator(seed: 1)).max(.seconds(30))
 
 // At the 10th retry f(x) is 1,024 s.
 let spreadAtCap = (0..<1_000).filter { _ in spread.delay(forRetry: 10) == .seconds(30) }.count
@@ -57,11 +57,11 @@ let bunchedAtCap = (0..<1_000).filter { _ in bunched.delay(forRetry: 10) == .sec
 @Test("ChoosingABackoff.md: jitterRanges") func jitterRanges() async throws {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 118)
 let curve = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)  // f(3) = 8 s
-let full = curve.jitter(using: SeededGenerator(seed: 2))
-let equal = curve.equalJitter(using: SeededGenerator(seed: 3))
-let proportional = curve.proportionalJitter(0.2, using: SeededGenerator(seed: 4))
+let full = curve.jitter(using: SeededRandomNumberGenerator(seed: 2))
+let equal = curve.equalJitter(using: SeededRandomNumberGenerator(seed: 3))
+let proportional = curve.proportionalJitter(0.2, using: SeededRandomNumberGenerator(seed: 4))
 let decorrelated = BackoffStrategy<ContinuousClock>
-    .decorrelatedJitter(base: .seconds(1), cap: .seconds(10), using: SeededGenerator(seed: 5))
+    .decorrelatedJitter(base: .seconds(1), cap: .seconds(10), using: SeededRandomNumberGenerator(seed: 5))
 for _ in 0..<1_000 {
     #expect((.zero..<Duration.seconds(8)).contains(full.delay(forRetry: 3)))
     #expect((Duration.seconds(4)..<Duration.seconds(8)).contains(equal.delay(forRetry: 3)))

@@ -1,3 +1,4 @@
+import RetryKitTesting
 import Foundation
 import RetryKitHTTP
 import Testing
@@ -159,7 +160,7 @@ private func utc(_ year: Int, _ month: Int, _ day: Int, _ hour: Int = 0, _ minut
     /// 2,000 random instants from 1601 (after the Julian–Gregorian cutover Foundation's calendar applies) to 9999, formatted with Foundation's calendar in all three forms, parse
     /// back to the same instant.
     @Test func randomDatesRoundTripAgainstFoundationsCalendar() throws {
-        var generator = SplitMix64(seed: 0x5EED)
+        var generator = SeededRandomNumberGenerator(seed: 0x5EED)
         for _ in 0..<2_000 {
             let seconds = Double(Int64.random(in: -11_644_473_600...253_402_300_799, using: &generator))
             let date = Date(timeIntervalSince1970: seconds)
@@ -209,19 +210,3 @@ private func format(_ date: Date, style: DateStyle = .imf) -> String {
     }
 }
 
-/// A small seeded generator so the random round trip is reproducible.
-struct SplitMix64: RandomNumberGenerator {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}

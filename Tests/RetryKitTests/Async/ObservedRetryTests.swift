@@ -246,7 +246,7 @@ struct ObservedRetryTests {
     @Test("Delays equal the core's for a seeded jittered exponential strategy, also with limits")
     func seededJitterWithLimits() async throws {
         func make() -> BackoffStrategy<TestClock> {
-            .exponential(a: .milliseconds(200), b: 3).jitter(using: AsyncTestRNG(seed: 99))
+            .exponential(a: .milliseconds(200), b: 3).jitter(using: SeededRandomNumberGenerator(seed: 99))
         }
         let strategy = make()
         let expected = asyncCoreDelays(make(), count: 3)

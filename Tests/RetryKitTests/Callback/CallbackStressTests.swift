@@ -31,7 +31,7 @@ extension CallbackRunnerTests {
             runners.reserveCapacity(count)
 
             for index in 0..<count {
-                var rng = TestRNG(seed: UInt64(index) &* 0x9E37)
+                var rng = SeededRandomNumberGenerator(seed: UInt64(index) &* 0x9E37)
                 let hasAttemptTimeout = rng.below(3) == 0
                 let script = (0..<3).map { _ in
                     var behaviour = Behaviour.allCases[rng.below(Behaviour.allCases.count)]
@@ -105,7 +105,7 @@ extension CallbackRunnerTests {
             for batch in stride(from: 0, to: iterations, by: 200) {
                 await withTaskGroup(of: Void.self) { group in
                     for index in batch..<min(batch + 200, iterations) {
-                        var rng = TestRNG(seed: UInt64(index) &+ 77)
+                        var rng = SeededRandomNumberGenerator(seed: UInt64(index) &+ 77)
                         let completionResult = CBSlot<Result<Int, any Error>>()
                         let finishLater = rng.below(2) == 0
                         let handle = retry(
@@ -164,7 +164,7 @@ extension CallbackRunnerTests {
             // In batches, so that thousands of tasks never flood the cooperative pool that other tests share.
             for batch in stride(from: 0, to: iterations, by: 200) {
                 for index in batch..<min(batch + 200, iterations) {
-                    var rng = TestRNG(seed: UInt64(index) &+ 1_000)
+                    var rng = SeededRandomNumberGenerator(seed: UInt64(index) &+ 1_000)
                     let sleep = rng.below(400)
                     let handle = retry(
                         maxAttempts: 2, on: queue,

@@ -1,3 +1,4 @@
+import RetryKitTesting
 import RetryKit
 import Testing
 
@@ -80,26 +81,26 @@ let formulaTable: [FormulaCase] = [
     FormulaCase(".custom { -x s } counts as 0", .custom { .seconds(-$0) }, s(0, 0, 0, 0, 0, 0)),
     FormulaCase(
         ".custom { x s }.max(3 s)", .custom { .seconds($0) }.max(.seconds(3)), s(0, 1, 2, 3, 3, 3)),
-    FormulaCase(".none.jitter()", .none.jitter(using: SeededGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
-    FormulaCase(".none.equalJitter()", .none.equalJitter(using: SeededGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
+    FormulaCase(".none.jitter()", .none.jitter(using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
+    FormulaCase(".none.equalJitter()", .none.equalJitter(using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
     FormulaCase(
-        ".none.proportionalJitter()", .none.proportionalJitter(using: SeededGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
+        ".none.proportionalJitter()", .none.proportionalJitter(using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
     FormulaCase(
         ".exponential(a: 100 ms, b: 2).proportionalJitter(0) is exact",
-        .exponential(a: .milliseconds(100), b: 2).proportionalJitter(0, using: SeededGenerator(seed: 1)),
+        .exponential(a: .milliseconds(100), b: 2).proportionalJitter(0, using: SeededRandomNumberGenerator(seed: 1)),
         ms(100, 200, 400, 800, 1600, 3200)),
     FormulaCase(
         ".constant(1 s).proportionalJitter(NaN) counts p as 0",
-        .constant(.seconds(1)).proportionalJitter(.nan, using: SeededGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
+        .constant(.seconds(1)).proportionalJitter(.nan, using: SeededRandomNumberGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
     FormulaCase(
         ".decorrelatedJitter(base: 1 s, cap: 1 s)",
-        .decorrelatedJitter(base: .seconds(1), cap: .seconds(1), using: SeededGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
+        .decorrelatedJitter(base: .seconds(1), cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
     FormulaCase(
         ".decorrelatedJitter(base: 2 s, cap: 1 s): cap < base gives cap",
-        .decorrelatedJitter(base: .seconds(2), cap: .seconds(1), using: SeededGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
+        .decorrelatedJitter(base: .seconds(2), cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
     FormulaCase(
         ".decorrelatedJitter(base: 0, cap: 1 s) stays 0",
-        .decorrelatedJitter(base: .zero, cap: .seconds(1), using: SeededGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
+        .decorrelatedJitter(base: .zero, cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
 ]
 
 @Suite("Core: backoff formula table")

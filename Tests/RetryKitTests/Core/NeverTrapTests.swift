@@ -1,3 +1,4 @@
+import RetryKitTesting
 import RetryKit
 import Testing
 
@@ -35,7 +36,7 @@ private let extremeIndices: [Int] = [0, 1, 5, 29, 30, 67, 68, 1_000, 10_000, Int
 
 /// Builds random strategies (with a readable description) from a seeded generator.
 private struct StrategyFuzzer {
-    var random: SeededGenerator
+    var random: SeededRandomNumberGenerator
 
     mutating func pick<T>(_ values: [T]) -> T {
         values[Int.random(in: 0..<values.count, using: &random)]
@@ -58,8 +59,8 @@ private struct StrategyFuzzer {
         Bool.random(using: &random) ? pick(extremeFactors) : Double.random(in: -3...30, using: &random)
     }
 
-    mutating func generator() -> SeededGenerator {
-        SeededGenerator(seed: random.next())
+    mutating func generator() -> SeededRandomNumberGenerator {
+        SeededRandomNumberGenerator(seed: random.next())
     }
 
     mutating func curve() -> (Backoff, String) {
@@ -143,7 +144,7 @@ private func violations(of strategy: Backoff, _ text: String, cap: Duration?, x:
 struct NeverTrapTests {
     @Test("random strategies over extreme parameters are never negative, saturated, and honour a last .max")
     func randomStrategies() {
-        var fuzzer = StrategyFuzzer(random: SeededGenerator(seed: 2024))
+        var fuzzer = StrategyFuzzer(random: SeededRandomNumberGenerator(seed: 2024))
         var found: [String] = []
         var checked = 0
         for _ in 0..<3_000 {
@@ -169,14 +170,14 @@ struct NeverTrapTests {
             (.linear(a: d, b: d), ".linear(a: d, b: d)"),
             (.linear(a: d, b: .zero), ".linear(a: d, b: 0)"),
             (.linear(a: .nanoseconds(1), b: d), ".linear(a: 1 ns, b: d)"),
-            (.decorrelatedJitter(base: d, cap: d, using: SeededGenerator(seed: 1)), ".decorrelatedJitter(d, d)"),
-            (.decorrelatedJitter(base: d, cap: .seconds(1), using: SeededGenerator(seed: 1)), ".decorrelated(d, 1 s)"),
-            (.decorrelatedJitter(base: .seconds(1), cap: d, using: SeededGenerator(seed: 1)), ".decorrelated(1 s, d)"),
+            (.decorrelatedJitter(base: d, cap: d, using: SeededRandomNumberGenerator(seed: 1)), ".decorrelatedJitter(d, d)"),
+            (.decorrelatedJitter(base: d, cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), ".decorrelated(d, 1 s)"),
+            (.decorrelatedJitter(base: .seconds(1), cap: d, using: SeededRandomNumberGenerator(seed: 1)), ".decorrelated(1 s, d)"),
             (.custom { _ in d }, ".custom"),
             (.constant(.seconds(5)).min(d), ".constant(5 s).min(d)"),
-            (.none.min(d).jitter(using: SeededGenerator(seed: 1)), ".none.min(d).jitter()"),
-            (.none.min(d).equalJitter(using: SeededGenerator(seed: 1)), ".none.min(d).equalJitter()"),
-            (.none.min(d).proportionalJitter(1, using: SeededGenerator(seed: 1)), ".none.min(d).proportionalJitter(1)"),
+            (.none.min(d).jitter(using: SeededRandomNumberGenerator(seed: 1)), ".none.min(d).jitter()"),
+            (.none.min(d).equalJitter(using: SeededRandomNumberGenerator(seed: 1)), ".none.min(d).equalJitter()"),
+            (.none.min(d).proportionalJitter(1, using: SeededRandomNumberGenerator(seed: 1)), ".none.min(d).proportionalJitter(1)"),
         ]
         for factor in extremeFactors {
             for (strategy, text) in strategies + [(.exponential(a: d, b: factor), ".exponential(a: d, b: \(factor))")] {
@@ -202,7 +203,7 @@ struct NeverTrapTests {
     func cappedExponential(_ x: Int) {
         let strategy: Backoff = .exponential(a: .seconds(1), b: 2).max(.seconds(60))
         #expect(strategy.delay(forRetry: x) == .seconds(60))
-        #expect(strategy.jitter(using: SeededGenerator(seed: 3)).delay(forRetry: x) <= .seconds(60))
+        #expect(strategy.jitter(using: SeededRandomNumberGenerator(seed: 3)).delay(forRetry: x) <= .seconds(60))
     }
 
     @Test("exponential factors: +inf saturates from x = 1, NaN and negative count as 1, 0 gives a then 0")

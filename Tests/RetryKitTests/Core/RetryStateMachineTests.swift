@@ -1,3 +1,4 @@
+import RetryKitTesting
 import RetryKit
 import Testing
 
@@ -232,7 +233,7 @@ struct RetryStateMachineSequenceTests {
     @Test("decorrelated jitter driven by the machine sees its own previous delays")
     func decorrelatedThroughMachine() {
         let backoff: BackoffStrategy<ContinuousClock> = .decorrelatedJitter(
-            base: .milliseconds(100), cap: .seconds(10), using: SeededGenerator(seed: 12))
+            base: .milliseconds(100), cap: .seconds(10), using: SeededRandomNumberGenerator(seed: 12))
         let run = drive(RetryConfiguration(maxAttempts: 30)) { attempt in
             .failure(TestError(attempt.number))
         } strategy: { _, _ in

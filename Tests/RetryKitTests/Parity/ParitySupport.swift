@@ -99,7 +99,7 @@ struct ParityScenario: Sendable {
     /// for ``immediateRetries``.
     func backoff<C: Clock>(_: C.Type = C.self) -> BackoffStrategy<C> where C.Duration == Duration {
         if immediateRetries { return .none }
-        return .exponential(a: .seconds(1), b: 2).jitter(using: SeededGenerator(seed: seed))
+        return .exponential(a: .seconds(1), b: 2).jitter(using: SeededRandomNumberGenerator(seed: seed))
     }
 
     /// The delays the core chooses for the first `count` retries of an identically seeded ``backoff(_:)``.

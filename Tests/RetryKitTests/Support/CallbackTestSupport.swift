@@ -1,5 +1,5 @@
-// Helpers for the completion-handler runner's tests. Names carry a `CB` prefix (or are specific, like `TestRNG`) so
-// they cannot clash with other test helpers in this target.
+// Helpers for the completion-handler runner's tests. Names carry a `CB` prefix so they cannot clash with other test
+// helpers in this target.
 
 import Dispatch
 import Foundation
@@ -7,23 +7,8 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
-/// A seeded SplitMix64 generator: the same seed gives the same sequence, on every platform.
-struct TestRNG: RandomNumberGenerator, Sendable {
-    private var state: UInt64
-
-    init(seed: UInt64) {
-        state = seed
-    }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-
-    /// A value in `0..<bound` (bound > 0), slightly biased, which is fine for tests.
+extension SeededRandomNumberGenerator {
+    /// A value in `0..<bound`, reproducible for a given seed (`bound` must be positive).
     mutating func below(_ bound: Int) -> Int {
         Int(next() % UInt64(bound))
     }
