@@ -6,8 +6,12 @@
 /// The machine only decides when a trial starts, when it is abandoned, and how the run ends:
 ///
 /// ```
-/// start → (condition open?) → running(1) → trialFinished: success → repeating? pausing → pauseElapsed → running(2) …
-///       ↘ waiting ← conditionChanged(closed) ← abandoning ← conditionChanged(closed) ↙      ↘ finish(trial result)
+/// idle ──start──▶ running(1)              (no condition, or the condition is open)
+///      ╰─start──▶ waiting ──open──▶ running(n+1)
+/// running(n) ──closed──▶ abandoning(n) ──trial cancelled──▶ waiting, or running(n+1) if open again
+/// running(n) ──trial finished──▶ finished (its result), or pausing after a success when repeating
+/// pausing ──pause elapsed──▶ running(n+1), or waiting if closed
+/// waiting ──condition ended──▶ finished (conditionEnded);  any phase ──cancel──▶ finished (cancelled)
 /// ```
 ///
 /// Every event that does not fit the current phase returns ``Action/none``.

@@ -210,7 +210,8 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
             self.start = start
             if let lastSuccess {
                 do {
-                    try await clock.sleep(until: lastSuccess.advanced(by: sequence.repeating.delay),
+                    try await clock.sleep(
+                        until: lastSuccess.advanced(by: sequence.repeating.delay),
                         tolerance: sequence.tolerance)
                 } catch {
                     return try end(.cancelled, error: AsyncRetry.sleepError(error), since: start)
@@ -230,7 +231,9 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
         }
 
         /// Ends the sequence: emits `finished`, then returns `nil` for a cancellation or throws `error`.
-        private mutating func end(_ reason: RetryFinishReason, error: any Error, since start: C.Instant) throws -> Value? {
+        private mutating func end(_ reason: RetryFinishReason, error: any Error, since start: C.Instant) throws
+            -> Value?
+        {
             ended = true
             let summary = RetrySummary(
                 reason: reason, attempts: ledger.attempts, elapsed: start.duration(to: sequence.clock.now))

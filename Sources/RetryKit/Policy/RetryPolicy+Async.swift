@@ -117,7 +117,8 @@ extension RetryPolicy {
         _ operation: @escaping @Sendable () async throws -> Value
     ) async throws -> Value {
         try await execute(
-            tolerance: tolerance, clock: ContinuousClock(), isolation: isolation, operation: { _ in try await operation() })
+            tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
+            operation: { _ in try await operation() })
     }
 
     /// Runs trials until one succeeds or gives up, the condition ends while closed, or the task is cancelled; emits

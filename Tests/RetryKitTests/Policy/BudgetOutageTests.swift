@@ -144,13 +144,16 @@ struct BudgetOutageTests {
                         let result: Result<Int, any Error>
                         do {
                             result = .success(
-                                try await policy.execute(clock: ImmediateClock()) { _ in try dependency.call().get() } observer: {
+                                try await policy.execute(clock: ImmediateClock()) { _ in
+                                    try dependency.call().get()
+                                } observer: {
                                     if case .finished(let finished, _) = $0 { summary.withLock { $0 = finished } }
                                 })
                         } catch {
                             result = .failure(error)
                         }
-                        let finished = summary.withLock { $0 } ?? RetrySummary(reason: .cancelled, attempts: -1, elapsed: .zero)
+                        let finished =
+                            summary.withLock { $0 } ?? RetrySummary(reason: .cancelled, attempts: -1, elapsed: .zero)
                         return Outcome(result, finished)
                     }
                 }

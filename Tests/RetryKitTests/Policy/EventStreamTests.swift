@@ -34,10 +34,12 @@ struct EventStreamTests {
         let clock = TestClock()
         let (events, observer) = RetryEvent<String>.makeStream()
         let run = Task {
-            try await RetryPolicy.constantDelay(.seconds(5)).execute(clock: clock, operation: { attempt in
-                if attempt.number < 3 { throw CBError(code: attempt.number) }
-                return "v"
-            }, observer: observer)
+            try await RetryPolicy.constantDelay(.seconds(5)).execute(
+                clock: clock,
+                operation: { attempt in
+                    if attempt.number < 3 { throw CBError(code: attempt.number) }
+                    return "v"
+                }, observer: observer)
         }
         var iterator = events.makeAsyncIterator()
         #expect(await iterator.next().map(cbDescribe) == "start 1")

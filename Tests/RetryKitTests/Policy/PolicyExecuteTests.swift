@@ -11,7 +11,8 @@ struct PolicyCallbackExecuteTests {
     @Test func backoffLimitsAndEventsComeFromThePolicy() {
         let scheduler = TestScheduler()
         let recorder = CBRecorder<Int>()
-        let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(maxAttempts: 3)
+        let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
+            maxAttempts: 3)
         policy.execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in done(.failure(CBError(code: attempt.number))) },
@@ -99,6 +100,29 @@ struct PolicyCallbackExecuteTests {
         #expect(summaries.withLock { $0.map(\.attempts) } == [3])
     }
 
+    @Test func cancelledBeforeItsFirstHopNoAttemptRuns() async {
+        // SwiftRetrier's contract: created and cancelled in the same main-queue cycle, the job never runs. Here the
+        // first attempt starts after a hop to the queue, and a cancel that comes first (from any thread) wins.
+        let condition = RetryCondition(true)
+        let queue = DispatchQueue(label: "same-cycle")
+        let calls = CBCounter()
+        let results = Locked<[Result<Int, any Error>]>([])
+        queue.async {  // created and cancelled in one block of the run's queue
+            for policy in [RetryPolicy.noDelay, RetryPolicy.noDelay.onlyWhen(condition)] {
+                let handle = policy.execute(
+                    on: queue,
+                    operation: { _, done in
+                        calls.increment()
+                        done(.success(1))
+                    }, completion: { result in results.withLock { $0.append(result) } })
+                handle.cancel()
+            }
+        }
+        #expect(await cbWait { results.withLock { $0.count } == 2 })
+        #expect(calls.count == 0)
+        #expect(results.withLock { $0 }.allSatisfy { $0.cbError is CancellationError })
+    }
+
     @Test func cancelDuringTheWaitCancelsTheTimer() {
         let scheduler = TestScheduler()
         let recorder = CBRecorder<Int>()
@@ -119,7 +143,8 @@ struct PolicyAsyncExecuteTests {
     @Test func backoffOnTheTestClockWithEvents() async throws {
         let clock = TestClock()
         let events = AsyncLog<String>()
-        let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(maxAttempts: 4)
+        let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
+            maxAttempts: 4)
         let task = Task {
             try await policy.execute(clock: clock) { attempt in
                 if attempt.number < 3 { throw AsyncTestError(id: attempt.number) }
@@ -154,7 +179,8 @@ struct PolicyAsyncExecuteTests {
         #expect(calls.value == 2)
 
         let clock = TestClock()
-        let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(.seconds(1))
+        let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(
+            .seconds(1))
         let task = Task {
             try await timed.execute(clock: clock) { _ in
                 try await Task.sleep(for: .seconds(3600))  // cancelled by each attempt timeout

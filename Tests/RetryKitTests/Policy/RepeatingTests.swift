@@ -38,13 +38,15 @@ struct RepeatingCallbackTests {
         let values = Locked<[Int]>([])
         let errors = Locked<[any Error]>([])
         let recorder = CBRecorder<Int>()
-        let handle = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(withDelay: .seconds(10))
-            .execute(
-                on: queue, scheduler: scheduler,
-                operation: { _, done in done(script.run(at: scheduler.now)) },
-                observer: recorder.observer,
-                onValue: { value in values.withLock { $0.append(value) } },
-                completion: { error in errors.withLock { $0.append(error) } })
+        let handle = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(
+            withDelay: .seconds(10)
+        )
+        .execute(
+            on: queue, scheduler: scheduler,
+            operation: { _, done in done(script.run(at: scheduler.now)) },
+            observer: recorder.observer,
+            onValue: { value in values.withLock { $0.append(value) } },
+            completion: { error in errors.withLock { $0.append(error) } })
         scheduler.advance()
         #expect(values.withLock { $0 } == [1])
         #expect(scheduler.nextDeadline == .seconds(10), "the pause is a scheduler timer")
@@ -176,12 +178,14 @@ struct RepeatingAsyncTests {
         let clock = TestClock()
         let script = Script { [1, 3, 6].contains($0) }
         let events = AsyncLog<String>()
-        let sequence = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(withDelay: .seconds(10))
-            .values(clock: clock) { _ in
-                try script.run(at: TestClock.Instant.zero.duration(to: clock.now)).get()
-            } observer: { event in
-                events.append(asyncEventLine(event))
-            }
+        let sequence = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(
+            withDelay: .seconds(10)
+        )
+        .values(clock: clock) { _ in
+            try script.run(at: TestClock.Instant.zero.duration(to: clock.now)).get()
+        } observer: { event in
+            events.append(asyncEventLine(event))
+        }
         let task = Task {
             var values: [Int] = []
             do {

@@ -434,7 +434,8 @@ struct ConditionAsyncTests {
                 "started 1/3 at 0.0 seconds", "failed 1 with AsyncTestError(1) \(retry)",
                 "started 1/3 at 0.0 seconds", "failed 1 with AsyncTestError(1) \(retry)",
                 "started 2/3 at 1.0 seconds", "failed 2 with AsyncTestError(2) \(retry)",
-                "started 3/3 at 2.0 seconds", "failed 3 with AsyncTestError(3) next giveUp(RetryKit.RetryFinishReason.exhausted)",
+                "started 3/3 at 2.0 seconds",
+                "failed 3 with AsyncTestError(3) next giveUp(RetryKit.RetryFinishReason.exhausted)",
                 "finished exhausted after 4 at 2.0 seconds with AsyncTestError(3)",
             ])
         #expect(condition.observerCount == 0)
@@ -471,7 +472,8 @@ struct ConditionAsyncTests {
         let clock = TestClock()
         let condition = RetryCondition(true)
         let task = Task {
-            try await RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) { attempt -> Int in
+            try await RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
+                attempt -> Int in
                 throw AsyncTestError(id: attempt.number)
             }
         }
@@ -495,7 +497,9 @@ struct ConditionAsyncTests {
         silent.finish()
         let events = AsyncLog<String>()
         do {
-            _ = try await RetryPolicy.noDelay.onlyWhen(silent).execute(clock: ImmediateClock()) { _ in 1 } observer: {
+            _ = try await RetryPolicy.noDelay.onlyWhen(silent).execute(clock: ImmediateClock()) { _ in
+                1
+            } observer: {
                 events.append(asyncEventLine($0))
             }
             Issue.record("no error")
@@ -539,7 +543,9 @@ struct ConditionAsyncTests {
         let condition = RetryCondition(false)
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: ImmediateClock()) { _ in 1 } observer: {
+            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: ImmediateClock()) { _ in
+                1
+            } observer: {
                 events.append(asyncEventLine($0))
             }
         }

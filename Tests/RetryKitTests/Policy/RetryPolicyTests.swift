@@ -61,7 +61,8 @@ struct RetryPolicyConfigurationTests {
         }
         let decorrelated = policyDelays(
             .exponentialBackoff(
-                initialDelay: .seconds(1), maxDelay: .seconds(10), jitter: .decorrelated, using: SeededGenerator(seed: 2)
+                initialDelay: .seconds(1), maxDelay: .seconds(10), jitter: .decorrelated,
+                using: SeededGenerator(seed: 2)
             ), count: 50)
         #expect(decorrelated.allSatisfy { $0.map { $0 >= .seconds(1) && $0 < .seconds(10) } == true })
     }
@@ -70,9 +71,10 @@ struct RetryPolicyConfigurationTests {
         #expect(policyDelays(.constantDelay(.seconds(3)), count: 3) == [.seconds(3), .seconds(3), .seconds(3)])
         #expect(policyDelays(.constantDelay(.seconds(-3)), count: 1) == [.zero])
         #expect(policyDelays(.noDelay, count: 2) == [.zero, .zero])
-        #expect(policyDelays(.backoff(.linear(a: .seconds(1), b: .seconds(2))), count: 3) == [
-            .seconds(2), .seconds(3), .seconds(4),
-        ])
+        #expect(
+            policyDelays(.backoff(.linear(a: .seconds(1), b: .seconds(2))), count: 3) == [
+                .seconds(2), .seconds(3), .seconds(4),
+            ])
         let homemade = RetryPolicy.strategy { error in
             (error as? CBError)?.code == 429 ? .retryAfter(.seconds(7)) : .stop
         }
@@ -120,11 +122,14 @@ struct RetryPolicyConfigurationTests {
         let decorrelatedReference = BackoffStrategy<ImmediateClock>.decorrelatedJitter(
             base: .seconds(1), cap: .seconds(9), using: SeededGenerator(seed: 5))
         let retagged: BackoffStrategy<ImmediateClock> = decorrelated.retagged()
-        #expect(retagged.delay(forRetry: 3, previous: .seconds(2)) == decorrelatedReference.delay(forRetry: 3, previous: .seconds(2)))
+        #expect(
+            retagged.delay(forRetry: 3, previous: .seconds(2))
+                == decorrelatedReference.delay(forRetry: 3, previous: .seconds(2)))
         let custom = BackoffStrategy<ContinuousClock>.custom { .seconds($0) }.min(.seconds(2))
         #expect((custom.retagged() as BackoffStrategy<TestClock>).delay(forRetry: 5) == .seconds(5))
-        #expect((RetryStrategy<ContinuousClock>.retryAfter(.seconds(3)).retagged() as RetryStrategy<TestClock>)
-            .isRetryAfter(.seconds(3)))
+        #expect(
+            (RetryStrategy<ContinuousClock>.retryAfter(.seconds(3)).retagged() as RetryStrategy<TestClock>)
+                .isRetryAfter(.seconds(3)))
     }
 }
 
