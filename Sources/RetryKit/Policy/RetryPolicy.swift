@@ -39,7 +39,8 @@ public struct RetryPolicy: Sendable {
 
     /// How ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)`` randomizes its delays.
     ///
-    /// With `d(x) = min(initialDelay · multiplierˣ, maxDelay)` for the 0-based retry index `x`:
+    /// Each case is described with `d(x) = min(initialDelay · multiplierˣ, maxDelay)`, where `x` is the 0-based
+    /// retry index.
     public enum Jitter: Sendable, Hashable {
         /// No randomness: `d(x)`.
         case none
