@@ -112,7 +112,7 @@ struct BudgetOutageTests {
     @Test("1,000 completion-handler callers with backoff on virtual time")
     func callbackOutageOnVirtualTime() {
         let budget = RetryBudget(capacity: 300, retryCost: 5, minimumBalance: 50)  // at most 50 retries
-        let policy = RetryPolicy.exponentialBackoff(initialDelay: .milliseconds(100), using: SeededGenerator(seed: 9))
+        let policy = RetryPolicy.exponentialBackoff(initialDelay: .milliseconds(100), using: PolicyTestRNG(seed: 9))
             .giveUpAfter(maxAttempts: 5).budget(budget)
         let scheduler = TestScheduler()
         let dependency = Dependency()

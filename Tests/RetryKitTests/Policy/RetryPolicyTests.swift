@@ -4,6 +4,10 @@ import Testing
 
 @testable import RetryKit
 
+/// The seeded generator the policy tests use. (main's RetryKitTesting ships `SeededRandomNumberGenerator`, which
+/// replaces the test target's `SeededGenerator`: after merging, point this alias at it.)
+typealias PolicyTestRNG = SeededGenerator
+
 /// An error a give-up predicate matches.
 struct PolicyFatal: Error, Equatable {}
 
@@ -32,7 +36,7 @@ struct RetryPolicyConfigurationTests {
     }
 
     @Test func fullJitterIsTheDefaultAndStaysBelowTheCappedCurve() {
-        let policy = RetryPolicy.exponentialBackoff(using: SeededGenerator(seed: 7))
+        let policy = RetryPolicy.exponentialBackoff(using: PolicyTestRNG(seed: 7))
         let delays = policyDelays(policy, count: 200).compactMap { $0 }
         #expect(delays.count == 200)
         for (index, delay) in delays.enumerated() {
@@ -47,14 +51,14 @@ struct RetryPolicyConfigurationTests {
     }
 
     @Test func sameSeedSameDelaysAcrossRunsOfOneFactoryCall() {
-        let first = policyDelays(.exponentialBackoff(using: SeededGenerator(seed: 3)), count: 10)
-        let second = policyDelays(.exponentialBackoff(using: SeededGenerator(seed: 3)), count: 10)
+        let first = policyDelays(.exponentialBackoff(using: PolicyTestRNG(seed: 3)), count: 10)
+        let second = policyDelays(.exponentialBackoff(using: PolicyTestRNG(seed: 3)), count: 10)
         #expect(first == second)
     }
 
     @Test func equalAndDecorrelatedJitterRanges() {
         let equal = policyDelays(
-            .exponentialBackoff(initialDelay: .seconds(1), jitter: .equal, using: SeededGenerator(seed: 1)), count: 4)
+            .exponentialBackoff(initialDelay: .seconds(1), jitter: .equal, using: PolicyTestRNG(seed: 1)), count: 4)
         for (index, delay) in equal.enumerated() {
             let full = Duration.seconds(1 << index)
             #expect(delay.map { $0 >= full / 2 && $0 < full } == true)
@@ -62,7 +66,7 @@ struct RetryPolicyConfigurationTests {
         let decorrelated = policyDelays(
             .exponentialBackoff(
                 initialDelay: .seconds(1), maxDelay: .seconds(10), jitter: .decorrelated,
-                using: SeededGenerator(seed: 2)
+                using: PolicyTestRNG(seed: 2)
             ), count: 50)
         #expect(decorrelated.allSatisfy { $0.map { $0 >= .seconds(1) && $0 < .seconds(10) } == true })
     }
@@ -107,9 +111,9 @@ struct RetryPolicyConfigurationTests {
 
     @Test func aStrategyRetaggedForAnotherClockSharesItsGenerator() {
         let strategy = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2).max(.seconds(30))
-            .jitter(using: SeededGenerator(seed: 11))
+            .jitter(using: PolicyTestRNG(seed: 11))
         let reference = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2).max(.seconds(30))
-            .jitter(using: SeededGenerator(seed: 11))
+            .jitter(using: PolicyTestRNG(seed: 11))
         let onTestClock: BackoffStrategy<TestClock> = strategy.retagged()
         // Alternating draws from the two copies continue one sequence: the reference's.
         var mixed: [Duration] = []
@@ -118,9 +122,9 @@ struct RetryPolicyConfigurationTests {
         }
         #expect(mixed == (0..<6).map { reference.delay(forRetry: $0) })
         let decorrelated = BackoffStrategy<ContinuousClock>.decorrelatedJitter(
-            base: .seconds(1), cap: .seconds(9), using: SeededGenerator(seed: 5))
+            base: .seconds(1), cap: .seconds(9), using: PolicyTestRNG(seed: 5))
         let decorrelatedReference = BackoffStrategy<ImmediateClock>.decorrelatedJitter(
-            base: .seconds(1), cap: .seconds(9), using: SeededGenerator(seed: 5))
+            base: .seconds(1), cap: .seconds(9), using: PolicyTestRNG(seed: 5))
         let retagged: BackoffStrategy<ImmediateClock> = decorrelated.retagged()
         #expect(
             retagged.delay(forRetry: 3, previous: .seconds(2))
