@@ -248,3 +248,31 @@ extension BackoffStrategy {
         return Self(.proportionalJitter(curve, spread, RandomSource(generator)))
     }
 }
+
+// MARK: - Clocks
+
+extension BackoffStrategy {
+    /// The same strategy for another clock type: the same curve and modifiers, sharing the same random source.
+    ///
+    /// The clock parameter is only a tag (see the type's discussion), so a strategy written once, for example in a
+    /// `RetryPolicy`, can run on any clock. Shared generators keep advancing once per draw, whichever copy draws.
+    package func retagged<D: Clock>(for clock: D.Type = D.self) -> BackoffStrategy<D> where D.Duration == Duration {
+        BackoffStrategy<D>(Self.retag(curve))
+    }
+
+    private static func retag<D: Clock>(_ curve: Curve) -> BackoffStrategy<D>.Curve where D.Duration == Duration {
+        switch curve {
+        case .none: return .none
+        case .constant(let c): return .constant(c)
+        case .linear(let a, let b): return .linear(a: a, b: b)
+        case .exponential(let a, let b): return .exponential(a: a, b: b)
+        case .decorrelated(let base, let cap, let random): return .decorrelated(base: base, cap: cap, random)
+        case .custom(let body): return .custom(body)
+        case .atLeast(let inner, let m): return .atLeast(retag(inner), m)
+        case .atMost(let inner, let m): return .atMost(retag(inner), m)
+        case .fullJitter(let inner, let random): return .fullJitter(retag(inner), random)
+        case .equalJitter(let inner, let random): return .equalJitter(retag(inner), random)
+        case .proportionalJitter(let inner, let p, let random): return .proportionalJitter(retag(inner), p, random)
+        }
+    }
+}

@@ -36,6 +36,8 @@ public enum RetryFinishReason: Sendable, Hashable {
     case invalidConfiguration
     /// A shared retry budget refused the retry.
     case budgetExhausted
+    /// The condition gating the retrier ended while it was false (``RetryError/Reason-swift.enum/conditionEnded``).
+    case conditionEnded
 }
 
 /// What a finished retrier reports: how it ended, how many attempts ran and how long it took.

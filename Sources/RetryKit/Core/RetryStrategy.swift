@@ -19,3 +19,14 @@ public enum RetryStrategy<C: Clock>: Sendable where C.Duration == Duration {
     /// Do not retry: the retrier finishes with the error of the attempt that just failed.
     case stop
 }
+
+extension RetryStrategy {
+    /// The same answer for another clock type (see ``BackoffStrategy``'s `retagged`).
+    package func retagged<D: Clock>(for clock: D.Type = D.self) -> RetryStrategy<D> where D.Duration == Duration {
+        switch self {
+        case .backoff(let backoff): return .backoff(backoff.retagged())
+        case .retryAfter(let delay): return .retryAfter(delay)
+        case .stop: return .stop
+        }
+    }
+}

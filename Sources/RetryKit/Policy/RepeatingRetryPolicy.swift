@@ -1,0 +1,245 @@
+import Dispatch
+
+/// A policy that polls: it runs a job, and after each success waits ``delay`` and runs it again, retrying failures
+/// with ``policy``, which starts afresh after each success.
+///
+/// Create one with ``RetryPolicy/repeating(withDelay:)``:
+///
+/// ```swift
+/// let poller = RetryPolicy.exponentialBackoff().giveUpAfter(maxAttempts: 5).repeating(withDelay: .seconds(30))
+///
+/// // async: an AsyncSequence of values
+/// for try await feed in poller.values({ _ in try await api.feed() }) {
+///     render(feed)
+/// }
+///
+/// // completion handler: a handler for each value
+/// let handle = poller.execute(on: .main) { attempt, done in
+///     legacyFeed { feed, error in done(feed, error) }
+/// } onValue: { feed in
+///     render(feed)
+/// } completion: { error in
+///     showOffline(error)
+/// }
+/// handle.cancel()
+/// ```
+///
+/// A repetition ends only when the policy gives up (its error ends it), when the condition of
+/// ``RetryPolicy/onlyWhen(_:)-(RetryCondition)`` ends while `false`, or when it is cancelled. The pause after a
+/// success is not affected by the condition; the next trial then waits for it like any trial.
+public struct RepeatingRetryPolicy: Sendable {
+    /// The policy that retries failures; it starts afresh after each success.
+    public let policy: RetryPolicy
+    /// The pause after each success, measured from the success.
+    public let delay: Duration
+
+    init(policy: RetryPolicy, delay: Duration) {
+        self.policy = policy
+        self.delay = delay
+    }
+
+    /// Runs attempts only while `condition` is `true`; see ``RetryPolicy/onlyWhen(_:)-(RetryCondition)``.
+    public func onlyWhen(_ condition: RetryCondition) -> RepeatingRetryPolicy {
+        RepeatingRetryPolicy(policy: policy.onlyWhen(condition), delay: delay)
+    }
+
+    /// Runs attempts only while the latest value of `values` is `true`; see
+    /// ``RetryPolicy/onlyWhen(_:)-(RetryCondition)``.
+    public func onlyWhen<S: AsyncSequence & Sendable>(_ values: S) -> RepeatingRetryPolicy where S.Element == Bool {
+        onlyWhen(RetryCondition(values))
+    }
+
+    // MARK: - Completion handlers
+
+    /// Repeats a completion-handler operation, handing every success to `onValue`, until the policy gives up, the
+    /// condition ends, or the returned handle is cancelled.
+    ///
+    /// Each repetition is a trial of ``policy`` (a completion-handler retrier on `queue`); after a success `onValue`
+    /// runs on `queue`, then a timer of `scheduler` waits ``delay`` before the next trial. ``RetryHandle/cancel()``
+    /// cancels the timer or the trial in flight (its cancel hook runs) and `completion` receives `CancellationError`.
+    /// ``RetryHandle/value`` of the returned handle throws the error the repetition ended with.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue the operation, strategy, observer, `onValue` and `completion` run on.
+    ///   - scheduler: Where time, hops and timers (including the pause) come from. ``RetryScheduler/dispatch`` by
+    ///     default.
+    ///   - operation: One attempt. Call the completion once, from any thread.
+    ///   - observer: Receives the events of every trial on `queue`, in order, and one ``RetryEvent/finished(_:error:)``
+    ///     at the end. `nil` by default.
+    ///   - onValue: Receives each success, on `queue`.
+    ///   - completion: The error the repetition ended with: the policy's give-up error, ``RetryError``
+    ///     (``RetryError/Reason-swift.enum/conditionEnded``), or `CancellationError`. Runs exactly once, on `queue`.
+    ///     Does nothing by default.
+    /// - Returns: A handle to cancel the repetition.
+    @discardableResult
+    public func execute<Value: Sendable>(
+        on queue: DispatchQueue,
+        scheduler: any RetryScheduler = .dispatch,
+        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+        onValue: @escaping @Sendable (Value) -> Void,
+        completion: @escaping @Sendable (any Error) -> Void = { _ in }
+    ) -> RetryHandle<Never> {
+        CallbackPolicyRun.start(
+            policy: policy, repeatDelay: delay, queue: queue, scheduler: scheduler, operation: operation,
+            observer: observer, onValue: onValue,
+            deliver: { result, done in
+                if case .failure(let error) = result { done(.failure(error)) }
+            },
+            completion: { result, _ in
+                if case .failure(let error) = result { completion(error) }
+            })
+    }
+
+    /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.
+    ///
+    /// Each attempt runs in a new `Task`, cancelled with the trial. Otherwise the same as the completion-handler
+    /// variant; see there.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue the strategy, observer, `onValue` and `completion` run on.
+    ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - operation: One attempt, run in a new `Task`.
+    ///   - observer: Receives the events on `queue`, in order. `nil` by default.
+    ///   - onValue: Receives each success, on `queue`.
+    ///   - completion: The error the repetition ended with; runs exactly once, on `queue`. Does nothing by default.
+    /// - Returns: A handle to cancel the repetition.
+    @discardableResult
+    public func execute<Value: Sendable>(
+        on queue: DispatchQueue,
+        scheduler: any RetryScheduler = .dispatch,
+        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+        onValue: @escaping @Sendable (Value) -> Void,
+        completion: @escaping @Sendable (any Error) -> Void = { _ in }
+    ) -> RetryHandle<Never> {
+        execute(
+            on: queue, scheduler: scheduler, operation: taskAttempt(operation), observer: observer, onValue: onValue,
+            completion: completion)
+    }
+
+    // MARK: - Async
+
+    /// The values of repeated runs of an async operation, as an `AsyncSequence`.
+    ///
+    /// ```swift
+    /// for try await feed in poller.values(clock: clock, { _ in try await api.feed() }) {
+    ///     render(feed)
+    /// }
+    /// ```
+    ///
+    /// Work happens only inside `next()`: the first call runs a trial of ``policy`` at once; each later call sleeps on
+    /// `clock` until ``delay`` after the previous success, then runs a new trial. So a slow consumer delays the next
+    /// run instead of piling up values, and dropping the iterator (leaving the loop) leaves nothing running.
+    ///
+    /// The sequence ends (returns `nil`) when the consuming task is cancelled, and throws, then ends, when the policy
+    /// gives up or the condition ends while `false`. Each iteration is an independent repetition.
+    ///
+    /// - Parameters:
+    ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
+    ///   - clock: The clock that measures the pause, the waits and the timeouts.
+    ///   - operation: The work to repeat; it receives the attempt of its trial.
+    ///   - observer: Receives the events of every trial and one ``RetryEvent/finished(_:error:)`` when the sequence
+    ///     throws or is cancelled. Ignores them by default.
+    /// - Returns: The sequence of values.
+    public func values<Value: Sendable, C: Clock>(
+        tolerance: Duration? = nil,
+        clock: C,
+        _ operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+        observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
+    ) -> RepeatingRetrySequence<Value, C> where C.Duration == Duration {
+        RepeatingRetrySequence(
+            repeating: self, tolerance: tolerance, clock: clock, operation: operation, observer: observer)
+    }
+
+    /// The values of repeated runs of an async operation, pausing on a `ContinuousClock`.
+    ///
+    /// The same as ``values(tolerance:clock:_:observer:)`` with `clock: ContinuousClock()`.
+    ///
+    /// - Parameters:
+    ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
+    ///   - operation: The work to repeat; it receives the attempt of its trial.
+    ///   - observer: Receives the events. Ignores them by default.
+    /// - Returns: The sequence of values.
+    public func values<Value: Sendable>(
+        tolerance: Duration? = nil,
+        _ operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+        observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
+    ) -> RepeatingRetrySequence<Value, ContinuousClock> {
+        values(tolerance: tolerance, clock: ContinuousClock(), operation, observer: observer)
+    }
+}
+
+/// The values of a repeating policy: see ``RepeatingRetryPolicy/values(tolerance:clock:_:observer:)``.
+public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, Sendable where C.Duration == Duration {
+    /// The values the operation returns.
+    public typealias Element = Value
+
+    let repeating: RepeatingRetryPolicy
+    let tolerance: Duration?
+    let clock: C
+    let operation: @Sendable (RetryAttempt) async throws -> Value
+    let observer: @Sendable (RetryEvent<Value>) -> Void
+
+    /// Starts an independent repetition; its first `next()` runs the first trial.
+    public func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(sequence: self)
+    }
+
+    /// Runs a trial in each `next()`. Nothing runs between two calls.
+    public struct AsyncIterator: AsyncIteratorProtocol {
+        let sequence: RepeatingRetrySequence
+        private let ledger = TrialLedger()
+        private var start: C.Instant?
+        private var lastSuccess: C.Instant?
+        private var ended = false
+
+        init(sequence: RepeatingRetrySequence) {
+            self.sequence = sequence
+        }
+
+        /// Waits for the pause after the previous success, then runs a trial and returns its value.
+        ///
+        /// - Returns: The next value, or `nil` once the sequence has ended or the task is cancelled.
+        /// - Throws: The error the policy gave up with, or ``RetryError``
+        ///   (``RetryError/Reason-swift.enum/conditionEnded``); afterwards the sequence is ended.
+        public mutating func next() async throws -> Value? {
+            if ended { return nil }
+            let clock = sequence.clock
+            let start = self.start ?? clock.now
+            self.start = start
+            if let lastSuccess {
+                do {
+                    try await clock.sleep(
+                        until: lastSuccess.advanced(by: sequence.repeating.delay),
+                        tolerance: sequence.tolerance)
+                } catch {
+                    return try end(.cancelled, error: AsyncRetry.sleepError(error), since: start)
+                }
+            }
+            if Task.isCancelled { return try end(.cancelled, error: CancellationError(), since: start) }
+            let (result, reason) = await sequence.repeating.policy.runTrials(
+                tolerance: sequence.tolerance, clock: clock, isolation: nil, operation: sequence.operation,
+                observer: sequence.observer, ledger: ledger)
+            switch result {
+            case .success(let value):
+                lastSuccess = clock.now
+                return value
+            case .failure(let error):
+                return try end(reason, error: error, since: start)
+            }
+        }
+
+        /// Ends the sequence: emits `finished`, then returns `nil` for a cancellation or throws `error`.
+        private mutating func end(_ reason: RetryFinishReason, error: any Error, since start: C.Instant) throws
+            -> Value?
+        {
+            ended = true
+            let summary = RetrySummary(
+                reason: reason, attempts: ledger.attempts, elapsed: start.duration(to: sequence.clock.now))
+            sequence.observer(.finished(summary, error: error))
+            if error is CancellationError { return nil }
+            throw error
+        }
+    }
+}

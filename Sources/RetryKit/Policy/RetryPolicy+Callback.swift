@@ -1,0 +1,130 @@
+import Dispatch
+
+extension RetryPolicy {
+    /// Runs a completion-handler operation with this policy, calling `completion` with the result and a summary.
+    ///
+    /// Each call is an independent run ("hot retrier") of the same policy:
+    ///
+    /// ```swift
+    /// let handle = policy.execute(on: .main) { attempt, done in
+    ///     let task = legacyLoad(id) { value, error in done(value, error) }
+    ///     done.onCancel { task.cancel() }
+    /// } completion: { result, summary in
+    ///     show(result)
+    /// }
+    /// handle.cancel()
+    /// ```
+    ///
+    /// Without a condition the run is exactly the completion-handler `retry(…, on: queue, …)` with the policy's
+    /// limits, budget and strategy, with all of its guarantees: the operation, strategy, observer and completion run
+    /// on `queue`, the completion runs exactly once, cancel stops the timer or the attempt (its cancel hook runs), and
+    /// nothing is retained after the end.
+    ///
+    /// With ``onlyWhen(_:)-(RetryCondition)`` the run is a series of trials, one at a time, each such a retrier: a
+    /// trial starts when the condition is `true`, is cancelled when it turns `false` (its late result is ignored), and
+    /// a new trial starts afresh when it turns `true` again. The run ends with the first trial that succeeds or gives
+    /// up, with ``RetryError`` (``RetryError/Reason-swift.enum/conditionEnded``) if the condition ends while `false`,
+    /// or with `CancellationError` when cancelled; the same guarantees hold. The observer sees each trial's events
+    /// (attempt numbers restart at 1 with each trial) and one ``RetryEvent/finished(_:error:)`` at the end, whose
+    /// summary counts the attempts of all trials.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue the operation, strategy, observer and completion run on.
+    ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - operation: One attempt. Call the completion once, from any thread.
+    ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default. See ``RetryEvent/makeStream()``
+    ///     for an `AsyncStream` of them.
+    ///   - completion: The result and a ``RetrySummary``; runs exactly once, on `queue`.
+    /// - Returns: A handle to cancel the run or await its value.
+    @discardableResult
+    public func execute<Value: Sendable>(
+        on queue: DispatchQueue,
+        scheduler: any RetryScheduler = .dispatch,
+        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    ) -> RetryHandle<Value> {
+        guard effectiveCondition != nil else {
+            return retry(
+                configuration: configuration, on: queue, scheduler: scheduler, operation: operation,
+                strategy: strategy(on: ContinuousClock.self), observer: observer, completion: completion)
+        }
+        return CallbackPolicyRun.start(
+            policy: self, repeatDelay: nil, queue: queue, scheduler: scheduler, operation: operation,
+            observer: observer, onValue: nil, deliver: { result, done in done(result) }, completion: completion)
+    }
+
+    /// Runs a completion-handler operation with this policy, calling `completion` with the result.
+    ///
+    /// The same run as the variant whose completion also receives a ``RetrySummary``; see there.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue the operation, strategy, observer and completion run on.
+    ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - operation: One attempt. Call the completion once, from any thread.
+    ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
+    ///   - completion: The result; runs exactly once, on `queue`.
+    /// - Returns: A handle to cancel the run or await its value.
+    @discardableResult
+    public func execute<Value: Sendable>(
+        on queue: DispatchQueue,
+        scheduler: any RetryScheduler = .dispatch,
+        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+        completion: @escaping @Sendable (Result<Value, any Error>) -> Void
+    ) -> RetryHandle<Value> {
+        execute(
+            on: queue, scheduler: scheduler, operation: operation, observer: observer,
+            completion: { result, _ in completion(result) })
+    }
+
+    /// Runs an `async` operation with this policy from completion-handler code, calling `completion` with the result
+    /// and a summary.
+    ///
+    /// Each attempt runs in a new `Task`, cancelled when the run is cancelled, when the attempt times out and when the
+    /// condition turns `false`. Otherwise the same run as the completion-handler variant; see there.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue the strategy, observer and completion run on (the operation runs in its own task).
+    ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - operation: One attempt, run in a new `Task`.
+    ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
+    ///   - completion: The result and a ``RetrySummary``; runs exactly once, on `queue`.
+    /// - Returns: A handle to cancel the run or await its value.
+    @discardableResult
+    public func execute<Value: Sendable>(
+        on queue: DispatchQueue,
+        scheduler: any RetryScheduler = .dispatch,
+        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    ) -> RetryHandle<Value> {
+        execute(
+            on: queue, scheduler: scheduler, operation: taskAttempt(operation), observer: observer,
+            completion: completion)
+    }
+
+    /// Runs an `async` operation with this policy from completion-handler code, calling `completion` with the result.
+    ///
+    /// The same run as the variant whose completion also receives a ``RetrySummary``; see there.
+    ///
+    /// - Parameters:
+    ///   - queue: The queue the strategy, observer and completion run on.
+    ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - operation: One attempt, run in a new `Task`.
+    ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
+    ///   - completion: The result; runs exactly once, on `queue`.
+    /// - Returns: A handle to cancel the run or await its value.
+    @discardableResult
+    public func execute<Value: Sendable>(
+        on queue: DispatchQueue,
+        scheduler: any RetryScheduler = .dispatch,
+        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
+        completion: @escaping @Sendable (Result<Value, any Error>) -> Void
+    ) -> RetryHandle<Value> {
+        execute(
+            on: queue, scheduler: scheduler, operation: taskAttempt(operation), observer: observer,
+            completion: { result, _ in completion(result) })
+    }
+}

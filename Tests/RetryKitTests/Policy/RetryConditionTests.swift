@@ -1,0 +1,558 @@
+import Dispatch
+import RetryKitTesting
+import Testing
+
+@testable import RetryKit
+
+@Suite("RetryCondition sources")
+struct RetryConditionSourceTests {
+    @Test func aSetConditionNotifiesChangesOnlyAndFreezesWhenFinished() {
+        let condition = RetryCondition()
+        let seen = Locked<[RetryConditionSnapshot]>([])
+        let (initial, observation) = condition.observe { snapshot in seen.withLock { $0.append(snapshot) } }
+        #expect(initial.value == nil && !initial.ended && !initial.isOpen)
+        condition.value = true
+        condition.value = true  // unchanged: no notification
+        condition.value = false
+        condition.finish()
+        condition.value = true  // ignored after finish
+        condition.finish()  // idempotent
+        let snapshots = seen.withLock { $0 }
+        #expect(snapshots.map(\.value) == [true, false, false])
+        #expect(snapshots.map(\.ended) == [false, false, true])
+        #expect(snapshots.map(\.version) == [1, 2, 3])
+        #expect(condition.value == false && condition.isFinished)
+        #expect(condition.observerCount == 0, "observers are released when the condition finishes")
+        observation.cancel()
+        let (late, _) = condition.observe { _ in Issue.record("an ended condition notifies nobody") }
+        #expect(late.ended && late.value == false)
+    }
+
+    @Test func cancellingAnObservationStopsNotifications() {
+        let condition = RetryCondition(false)
+        let count = CBCounter()
+        let (_, observation) = condition.observe { _ in count.increment() }
+        condition.value = true
+        observation.cancel()
+        condition.value = false
+        #expect(count.count == 1)
+        #expect(condition.observerCount == 0)
+    }
+
+    @Test func aRegisteredSourceIsStoppedOnceWhenTheConditionFinishesOrIsReleased() {
+        let stops = CBCounter()
+        let update = CBSlot<RetryCondition.Update>()
+        let condition = RetryCondition { sink in
+            update.set(sink)
+            return { stops.increment() }
+        }
+        update.get?(true)
+        #expect(condition.value == true)
+        update.get?.finish()
+        #expect(condition.isFinished)
+        #expect(stops.count == 1)
+        condition.finish()
+        #expect(stops.count == 1)
+
+        let released = CBCounter()
+        let weakCondition: CBWeak<RetryCondition>
+        do {
+            let transient = RetryCondition { sink in
+                update.set(sink)
+                return { released.increment() }
+            }
+            weakCondition = CBWeak(transient)
+            #expect(transient.value == nil)
+        }
+        #expect(weakCondition.object == nil, "the source's update does not keep the condition alive")
+        #expect(released.count == 1)
+        update.get?(true)  // harmless after release
+    }
+
+    @Test func aSourceThatEndsWhileRegisteringIsStoppedAtOnce() {
+        let stops = CBCounter()
+        let condition = RetryCondition { update in
+            update(false)
+            update.finish()
+            return { stops.increment() }
+        }
+        #expect(condition.isFinished && condition.value == false)
+        #expect(stops.count == 1)
+    }
+
+    @Test func anAsyncSequenceFeedsTheConditionAndItsEndEndsIt() async {
+        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
+        let condition = RetryCondition(stream)
+        continuation.yield(true)
+        #expect(await cbWait { condition.value == true })
+        continuation.yield(false)
+        #expect(await cbWait { condition.value == false })
+        continuation.finish()
+        #expect(await cbWait { condition.isFinished })
+    }
+
+    @Test func releasingAConditionCancelsTheIterationOfItsSequence() async {
+        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
+        let terminated = AsyncSignal()
+        continuation.onTermination = { _ in terminated.fire() }
+        var condition: RetryCondition? = RetryCondition(stream)
+        #expect(condition?.isFinished == false)
+        condition = nil
+        await terminated.wait()  // the iterating task was cancelled
+    }
+}
+
+@Suite("PolicyGateMachine")
+struct PolicyGateMachineTests {
+    private func snapshot(_ value: Bool?, ended: Bool = false, version: UInt64) -> RetryConditionSnapshot {
+        RetryConditionSnapshot(value: value, ended: ended, version: version)
+    }
+
+    @Test func withoutAConditionTheFirstTrialStartsAtOnce() {
+        var machine = PolicyGateMachine(gated: false, repeats: false)
+        #expect(machine.start(nil) == .startTrial(1))
+        #expect(machine.trialFinished(1, succeeded: false, cancelled: false) == .finish(.trialResult))
+        #expect(machine.isFinished)
+        #expect(machine.cancel() == .none)
+    }
+
+    @Test func closedWaitsOpenStartsClosingAbandonsReopeningStartsAfresh() {
+        var machine = PolicyGateMachine(gated: true, repeats: false)
+        #expect(machine.start(snapshot(false, version: 0)) == .none)
+        #expect(machine.phase == .waiting)
+        #expect(machine.conditionChanged(snapshot(true, version: 1)) == .startTrial(1))
+        #expect(machine.conditionChanged(snapshot(false, version: 2)) == .cancelTrial)
+        #expect(machine.conditionChanged(snapshot(true, version: 1)) == .none, "stale snapshot")
+        #expect(machine.phase == .abandoning(trial: 1))
+        #expect(machine.trialFinished(1, succeeded: false, cancelled: true) == .none)
+        #expect(machine.phase == .waiting)
+        #expect(machine.conditionChanged(snapshot(true, version: 3)) == .startTrial(2))
+        #expect(machine.trialFinished(1, succeeded: true, cancelled: false) == .none, "an old trial")
+        #expect(machine.trialFinished(2, succeeded: true, cancelled: false) == .finish(.trialResult))
+    }
+
+    @Test func reopenedBeforeTheAbandonedTrialFinishedStartsTheNextOneThen() {
+        var machine = PolicyGateMachine(gated: true, repeats: false)
+        #expect(machine.start(snapshot(true, version: 0)) == .startTrial(1))
+        #expect(machine.conditionChanged(snapshot(false, version: 1)) == .cancelTrial)
+        #expect(machine.conditionChanged(snapshot(true, version: 2)) == .none)
+        #expect(machine.trialFinished(1, succeeded: false, cancelled: true) == .startTrial(2))
+    }
+
+    @Test func anAbandonedTrialThatFinishedOnItsOwnEndsTheRun() {
+        var machine = PolicyGateMachine(gated: true, repeats: false)
+        _ = machine.start(snapshot(true, version: 0))
+        _ = machine.conditionChanged(snapshot(false, version: 1))
+        #expect(machine.trialFinished(1, succeeded: true, cancelled: false) == .finish(.trialResult))
+    }
+
+    @Test func endingWhileClosedFinishesEndingWhileOpenDoesNot() {
+        var closed = PolicyGateMachine(gated: true, repeats: false)
+        _ = closed.start(snapshot(nil, version: 0))
+        #expect(closed.conditionChanged(snapshot(nil, ended: true, version: 1)) == .finish(.conditionEnded))
+
+        var abandoning = PolicyGateMachine(gated: true, repeats: false)
+        _ = abandoning.start(snapshot(true, version: 0))
+        _ = abandoning.conditionChanged(snapshot(false, version: 1))
+        #expect(abandoning.conditionChanged(snapshot(false, ended: true, version: 2)) == .none)
+        #expect(abandoning.trialFinished(1, succeeded: false, cancelled: true) == .finish(.conditionEnded))
+
+        var open = PolicyGateMachine(gated: true, repeats: false)
+        _ = open.start(snapshot(true, version: 0))
+        #expect(open.conditionChanged(snapshot(true, ended: true, version: 1)) == .none)
+        #expect(open.phase == .running(trial: 1))
+
+        var endedBeforeStart = PolicyGateMachine(gated: true, repeats: false)
+        #expect(endedBeforeStart.start(snapshot(false, ended: true, version: 4)) == .finish(.conditionEnded))
+    }
+
+    @Test func repeatingPausesAfterEachSuccessAndWaitsForTheConditionAfterThePause() {
+        var machine = PolicyGateMachine(gated: true, repeats: true)
+        #expect(machine.start(snapshot(true, version: 0)) == .startTrial(1))
+        #expect(machine.trialFinished(1, succeeded: true, cancelled: false) == .pause(epoch: 1))
+        #expect(machine.conditionChanged(snapshot(false, version: 1)) == .none, "the pause is not affected")
+        #expect(machine.pauseElapsed(0) == .none, "a stale timer")
+        #expect(machine.pauseElapsed(1) == .none)
+        #expect(machine.phase == .waiting)
+        #expect(machine.conditionChanged(snapshot(true, version: 2)) == .startTrial(2))
+        #expect(machine.trialFinished(2, succeeded: true, cancelled: false) == .pause(epoch: 2))
+        #expect(machine.pauseElapsed(2) == .startTrial(3))
+        #expect(machine.trialFinished(3, succeeded: false, cancelled: false) == .finish(.trialResult))
+    }
+
+    @Test func cancelFinishesFromEveryPhaseOnce() {
+        for setup in 0..<4 {
+            var machine = PolicyGateMachine(gated: true, repeats: true)
+            if setup >= 1 { _ = machine.start(snapshot(setup == 1 ? false : true, version: 0)) }
+            if setup == 3 { _ = machine.trialFinished(1, succeeded: true, cancelled: false) }
+            #expect(machine.cancel() == .finish(.cancelled))
+            #expect(machine.cancel() == .none)
+            #expect(machine.conditionChanged(snapshot(true, version: 9)) == .none)
+            #expect(machine.start(nil) == .none)
+        }
+    }
+}
+
+@Suite("onlyWhen, completion-handler style")
+struct ConditionCallbackTests {
+    let queue = DispatchQueue(label: "condition-callback-tests")
+
+    @Test func waitsWithoutBurningAttemptsAndStartsAfreshEachTimeItOpens() {
+        let scheduler = TestScheduler()
+        let condition = RetryCondition(false)
+        let recorder = CBRecorder<Int>()
+        let calls = CBCounter()
+        let handle = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler,
+            operation: { attempt, done in
+                calls.increment()
+                done(.failure(CBError(code: attempt.number)))
+            }, observer: recorder.observer, completion: recorder.completion)
+        scheduler.advance(by: .seconds(60))
+        #expect(calls.count == 0)
+        #expect(condition.observerCount == 1)
+        #expect(!handle.isFinished)
+
+        condition.value = true
+        scheduler.advance()
+        #expect(calls.count == 1)
+        #expect(scheduler.nextDeadline == .seconds(61), "trial 1 waits before its second attempt")
+
+        condition.value = false  // abandons trial 1 during its wait
+        scheduler.advance(by: .seconds(5))
+        #expect(calls.count == 1)
+        #expect(scheduler.pendingCount == 0, "the wait's timer was cancelled")
+
+        condition.value = true
+        scheduler.run()
+        #expect(calls.count == 4, "trial 2 gets all three attempts")
+        #expect(recorder.onlyResult?.cbError as? CBError == CBError(code: 3))
+        #expect(recorder.onlySummary == RetrySummary(reason: .exhausted, attempts: 4, elapsed: .seconds(67)))
+        let retry = "retry 1.0 seconds"
+        #expect(
+            recorder.events == [
+                "start 1", "fail 1 E1 \(retry)",
+                "start 1", "fail 1 E1 \(retry)", "start 2", "fail 2 E2 \(retry)", "start 3",
+                "fail 3 E3 giveUp exhausted", "finished exhausted 4 E3",
+            ])
+        #expect(condition.observerCount == 0, "the run stopped observing")
+    }
+
+    @Test func closingAbandonsTheRunningAttemptThroughItsCancelHook() {
+        let scheduler = TestScheduler()
+        let condition = RetryCondition(true)
+        let recorder = CBRecorder<Int>()
+        let dones = Locked<[AttemptCompletion<Int>]>([])
+        let hooks = CBCounter()
+        RetryPolicy.noDelay.onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler,
+            operation: { _, done in
+                done.onCancel { hooks.increment() }
+                dones.withLock { $0.append(done) }
+            }, observer: recorder.observer, completion: recorder.completion)
+        scheduler.advance()
+        #expect(dones.withLock { $0.count } == 1)
+        condition.value = false
+        #expect(hooks.count == 1, "the hook runs at once, on the thread that closed the condition")
+        dones.withLock { $0[0] }(.success(99))  // a late result is ignored
+        scheduler.run()
+        #expect(recorder.completionCount == 0)
+
+        condition.value = true
+        scheduler.advance()
+        #expect(dones.withLock { $0.count } == 2)
+        dones.withLock { $0[1] }(.success(7))
+        scheduler.run()
+        #expect(recorder.onlyResult?.cbValue == 7)
+        #expect(recorder.onlySummary == RetrySummary(reason: .succeeded, attempts: 2, elapsed: .zero))
+        #expect(recorder.events == ["start 1", "start 1", "ok 1 7", "finished succeeded 2"])
+        #expect(hooks.count == 1)
+    }
+
+    @Test func endingWhileClosedFinishesWithConditionEndedAndTheLastError() {
+        let scheduler = TestScheduler()
+        let condition = RetryCondition(true)
+        let recorder = CBRecorder<Int>()
+        RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler,
+            operation: { attempt, done in done(.failure(CBError(code: attempt.number))) },
+            observer: recorder.observer, completion: recorder.completion)
+        scheduler.advance()
+        condition.value = false
+        condition.finish()
+        scheduler.run()
+        let error = recorder.onlyResult?.cbError as? RetryError
+        #expect(error?.reason == .conditionEnded)
+        #expect(error?.lastError as? CBError == CBError(code: 1))
+        #expect(error?.attempts == 1)
+        #expect(recorder.onlySummary == RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .zero))
+        #expect(recorder.events.last?.hasPrefix("finished conditionEnded 1 RetryError(") == true)
+    }
+
+    @Test func endingWithoutEverPublishingFinishesAtOnce() {
+        let scheduler = TestScheduler()
+        let recorder = CBRecorder<Int>()
+        let condition = RetryCondition()
+        RetryPolicy.noDelay.onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
+            observer: recorder.observer, completion: recorder.completion)
+        scheduler.advance()
+        condition.finish()
+        scheduler.run()
+        let error = recorder.onlyResult?.cbError as? RetryError
+        #expect(error?.reason == .conditionEnded && error?.lastError == nil && error?.attempts == 0)
+        #expect(recorder.events == ["finished conditionEnded 0 \(error.map { "\($0)" } ?? "")"])
+
+        // A condition that has already ended is seen as such when the run starts.
+        let late = CBRecorder<Int>()
+        RetryPolicy.noDelay.onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
+            completion: late.completion)
+        scheduler.run()
+        #expect((late.onlyResult?.cbError as? RetryError)?.reason == .conditionEnded)
+    }
+
+    @Test func endingWhileOpenLetsTheRunGoOn() {
+        let scheduler = TestScheduler()
+        let condition = RetryCondition(true)
+        condition.finish()
+        let recorder = CBRecorder<Int>()
+        RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler,
+            operation: { attempt, done in
+                attempt.number < 3 ? done(.failure(CBError(code: 0))) : done(.success(attempt.number))
+            }, completion: recorder.completion)
+        scheduler.run()
+        #expect(recorder.onlyResult?.cbValue == 3)
+    }
+
+    @Test func registeredAndAsyncSequenceSourcesGateRunsToo() async {
+        let scheduler = TestScheduler()
+        let update = CBSlot<RetryCondition.Update>()
+        let registered = RetryCondition { sink in
+            update.set(sink)
+            return {}
+        }
+        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
+        let recorders = [CBRecorder<Int>(), CBRecorder<Int>()]
+        let policies = [RetryPolicy.noDelay.onlyWhen(registered), RetryPolicy.noDelay.onlyWhen(stream)]
+        for (policy, recorder) in zip(policies, recorders) {
+            policy.execute(
+                on: queue, scheduler: scheduler, operation: { _, done in done(.success(5)) },
+                completion: recorder.completion)
+        }
+        scheduler.run()
+        #expect(recorders.allSatisfy { $0.completionCount == 0 })
+        update.get?(true)
+        scheduler.run()
+        #expect(recorders[0].onlyResult?.cbValue == 5)
+        #expect(recorders[1].completionCount == 0)
+        continuation.yield(true)
+        #expect(await cbPump(scheduler) { recorders[1].completionCount == 1 })
+        #expect(recorders[1].onlyResult?.cbValue == 5)
+        continuation.finish()
+    }
+
+    @Test func cancelWhileWaitingForTheCondition() async throws {
+        let scheduler = TestScheduler()
+        let condition = RetryCondition(false)
+        let recorder = CBRecorder<Int>()
+        let handle = RetryPolicy.noDelay.onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
+            observer: recorder.observer, completion: recorder.completion)
+        scheduler.advance()
+        handle.cancel()
+        scheduler.run()
+        #expect(recorder.onlyResult?.cbError is CancellationError)
+        #expect(recorder.onlySummary?.reason == .cancelled)
+        #expect(recorder.events == ["finished cancelled 0 CancellationError()"])
+        #expect(condition.observerCount == 0)
+        condition.value = true
+        scheduler.run()
+        #expect(recorder.completionCount == 1)
+        await #expect(throws: CancellationError.self) { try await handle.value }
+    }
+
+    @Test func nothingIsRetainedAfterAGatedRunEnds() {
+        let scheduler = TestScheduler()
+        let condition = RetryCondition(true)
+        let recorder = CBRecorder<Int>()
+        let weakCanary: CBWeak<CBCanary>
+        let handle: RetryHandle<Int>
+        do {
+            let canary = CBCanary()
+            weakCanary = CBWeak(canary)
+            handle = RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+                on: queue, scheduler: scheduler,
+                operation: { attempt, done in
+                    _ = canary
+                    done(.failure(CBError(code: attempt.number)))
+                }, completion: recorder.completion)
+        }
+        scheduler.advance()
+        condition.value = false
+        condition.value = true
+        scheduler.advance()
+        handle.cancel()
+        scheduler.run()
+        #expect(recorder.completionCount == 1)
+        #expect(weakCanary.object == nil, "the operation was released")
+        #expect(condition.observerCount == 0)
+        #expect(scheduler.pendingCount == 0)
+    }
+}
+
+@Suite("onlyWhen, async style")
+struct ConditionAsyncTests {
+    @Test func waitsWithoutBurningAttemptsAndStartsAfreshEachTimeItOpens() async throws {
+        let clock = TestClock()
+        let condition = RetryCondition(false)
+        let calls = AsyncCounter()
+        let events = AsyncLog<String>()
+        let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).onlyWhen(condition)
+        let task = Task {
+            try await policy.execute(clock: clock) { attempt -> Int in
+                calls.increment()
+                throw AsyncTestError(id: attempt.number)
+            } observer: { event in
+                events.append(asyncEventLine(event))
+            }
+        }
+        #expect(await cbWait { condition.observerCount == 1 })
+        #expect(calls.value == 0)
+        condition.value = true
+        await clock.waitForSleepers()
+        #expect(calls.value == 1)
+        condition.value = false
+        #expect(await cbWait { clock.sleeperCount == 0 }, "the wait was cancelled")
+        condition.value = true
+        await #expect(throws: AsyncTestError(id: 3)) { try await clock.run(until: task) }
+        #expect(calls.value == 4)
+        let retry = "next retry(after: 1.0 seconds)"
+        #expect(
+            events.values == [
+                "started 1/3 at 0.0 seconds", "failed 1 with AsyncTestError(1) \(retry)",
+                "started 1/3 at 0.0 seconds", "failed 1 with AsyncTestError(1) \(retry)",
+                "started 2/3 at 1.0 seconds", "failed 2 with AsyncTestError(2) \(retry)",
+                "started 3/3 at 2.0 seconds",
+                "failed 3 with AsyncTestError(3) next giveUp(RetryKit.RetryFinishReason.exhausted)",
+                "finished exhausted after 4 at 2.0 seconds with AsyncTestError(3)",
+            ])
+        #expect(condition.observerCount == 0)
+    }
+
+    @Test func closingCancelsTheRunningAttempt() async throws {
+        let condition = RetryCondition(true)
+        let calls = AsyncCounter()
+        let started = AsyncSignal()
+        let cancelled = AsyncSignal()
+        let task = Task {
+            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: ImmediateClock()) { _ in
+                if calls.increment() == 1 {
+                    started.fire()
+                    do {
+                        try await Task.sleep(for: .seconds(3600))
+                    } catch {
+                        cancelled.fire()
+                        throw error
+                    }
+                }
+                return calls.value
+            }
+        }
+        await started.wait()
+        condition.value = false
+        await cancelled.wait()
+        #expect(calls.value == 1)
+        condition.value = true
+        #expect(try await task.value == 2)
+    }
+
+    @Test func endingWhileClosedThrowsConditionEndedWithTheLastError() async {
+        let clock = TestClock()
+        let condition = RetryCondition(true)
+        let task = Task {
+            try await RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
+                attempt -> Int in
+                throw AsyncTestError(id: attempt.number)
+            }
+        }
+        await clock.waitForSleepers()
+        condition.value = false
+        condition.finish()
+        do {
+            _ = try await task.value
+            Issue.record("no error")
+        } catch let error as RetryError {
+            #expect(error.reason == .conditionEnded)
+            #expect(error.lastError as? AsyncTestError == AsyncTestError(id: 1))
+            #expect(error.attempts == 1)
+        } catch {
+            Issue.record("\(error)")
+        }
+    }
+
+    @Test func endingWithoutEverPublishingAndEndingWhileOpen() async throws {
+        let silent = RetryCondition()
+        silent.finish()
+        let events = AsyncLog<String>()
+        do {
+            _ = try await RetryPolicy.noDelay.onlyWhen(silent).execute(clock: ImmediateClock()) { _ in
+                1
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
+            Issue.record("no error")
+        } catch let error as RetryError {
+            #expect(error.reason == .conditionEnded && error.attempts == 0 && error.lastError == nil)
+        }
+        #expect(events.values.count == 1)
+        #expect(events.values.first?.hasPrefix("finished conditionEnded after 0") == true)
+
+        let open = RetryCondition(true)
+        open.finish()
+        let calls = AsyncCounter()
+        let value = try await RetryPolicy.noDelay.onlyWhen(open).execute(clock: ImmediateClock()) { _ in
+            if calls.increment() < 3 { throw AsyncTestError(id: 0) }
+            return "done"
+        }
+        #expect(value == "done")
+    }
+
+    @Test func anAsyncSequenceGatesTheRun() async throws {
+        let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
+        let policy = RetryPolicy.noDelay.onlyWhen(stream)
+        let calls = AsyncCounter()
+        let task = Task { try await policy.execute(clock: ImmediateClock()) { _ in calls.increment() } }
+        #expect(await cbWait { policy.condition?.observerCount == 1 })
+        #expect(calls.value == 0)
+        continuation.yield(true)
+        #expect(try await task.value == 1)
+
+        let second = Task { try await policy.execute(clock: ImmediateClock()) { _ in calls.increment() } }
+        #expect(try await second.value == 2, "the latest value is shared by every run")
+        continuation.yield(false)
+        continuation.finish()
+        #expect(await cbWait { policy.condition?.isFinished == true })
+        await #expect(throws: RetryError.self) {
+            _ = try await policy.execute(clock: ImmediateClock()) { _ in calls.increment() }
+        }
+    }
+
+    @Test func cancellingTheTaskWhileWaitingForTheCondition() async {
+        let condition = RetryCondition(false)
+        let events = AsyncLog<String>()
+        let task = Task {
+            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: ImmediateClock()) { _ in
+                1
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
+        }
+        #expect(await cbWait { condition.observerCount == 1 })
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(condition.observerCount == 0)
+        #expect(events.values == ["finished cancelled after 0 at 0.0 seconds with CancellationError()"])
+    }
+}
