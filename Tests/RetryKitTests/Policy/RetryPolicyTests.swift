@@ -4,9 +4,8 @@ import Testing
 
 @testable import RetryKit
 
-/// The seeded generator the policy tests use. (main's RetryKitTesting ships `SeededRandomNumberGenerator`, which
-/// replaces the test target's `SeededGenerator`: after merging, point this alias at it.)
-typealias PolicyTestRNG = SeededGenerator
+/// The seeded generator the policy tests use.
+typealias PolicyTestRNG = SeededRandomNumberGenerator
 
 /// An error a give-up predicate matches.
 struct PolicyFatal: Error, Equatable {}
