@@ -530,9 +530,49 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:746: swiftRetrierToday (body)
+// Migration.md:751: swiftRetrierAfter (body)
+func swiftRetrierAfter() async throws {
+#sourceLocation(file: "Migration.md", line: 751)
+struct MyFatalError: Error {}
+
+let signedIn = RetryCondition(true)  // set `signedIn.value` as the state changes; any AsyncSequence<Bool> works too
+
+let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
+    .onlyWhen(signedIn)
+    .giveUpAfter(maxAttempts: 10)
+    .giveUpAfter(timeout: .seconds(30))
+    .giveUpOnErrors { $0 is MyFatalError }
+
+// One job, async: the value, or the error the policy gave up with.
+let profile = try await policy.execute { attempt in try await api.profile(id: 42) }
+show(profile)
+
+// Polling: every 30 s after a success; failures are retried with the policy, which starts afresh each time.
+let poll = Task {
+    for try await latest in policy.repeating(withDelay: .seconds(30)).values({ _ in try await api.profile(id: 42) }) {
+        show(latest)
+    }
+}
+poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps running
+#sourceLocation()
+}
+
+// Migration.md:778: swiftRetrierCallbacks (body)
+func swiftRetrierCallbacks() async throws {
+#sourceLocation(file: "Migration.md", line: 778)
+let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
+let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
+    done(.success(attempt.number))
+} completion: { result in
+    show(result)
+}
+handle.cancel()
+#sourceLocation()
+}
+
+// Migration.md:805: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 746)
+#sourceLocation(file: "Migration.md", line: 805)
 struct AuthenticationRequired: Error {}
 
 let profile = try await retry(maxAttempts: 10, totalTimeout: .seconds(30)) { attempt in

@@ -79,9 +79,33 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:206: ReadmeVirtualTime (decl)
+// README.md:157: ReadmePolicies (decl)
+struct ReadmePolicies {
+#sourceLocation(file: "README.md", line: 157)
+struct Unauthorized: Error {}
+
+func fetchFeed() async throws -> [String] { ["news"] }
+
+let feedBudget = RetryBudget()  // 500 tokens, 5 per retry: at most 100 retries while everything fails
+
+func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
+    let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, 60 s cap, full jitter
+        .giveUpAfter(maxAttempts: 5)
+        .giveUpOnErrors { $0 is Unauthorized }
+        .onlyWhen(online)                           // no attempts while offline; starts afresh when back
+        .budget(feedBudget)                         // shared with every other policy that uses it
+    return Task {
+        for try await items in policy.repeating(withDelay: .seconds(30)).values({ _ in try await fetchFeed() }) {
+            print(items)
+        }
+    }
+}
+#sourceLocation()
+}
+
+// README.md:236: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 206)
+#sourceLocation(file: "README.md", line: 236)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
