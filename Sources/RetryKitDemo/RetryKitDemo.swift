@@ -154,8 +154,9 @@ struct Demo: Sendable {
         } observer: { event in
             timeline.observe(event)
         } completion: { _, summary in
-            print("  completion on the retrier's queue: \(summary.reason), retries left: "
-                + "\(options.maxAttempts - summary.attempts)")
+            print(
+                "  completion on the retrier's queue: \(summary.reason), retries left: "
+                    + "\(options.maxAttempts - summary.attempts)")
         }
         return (try? await handle.value) == "sunny"
     }

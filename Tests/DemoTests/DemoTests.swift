@@ -1,6 +1,6 @@
+import RetryKitTesting
 import Testing
 
-import RetryKitTesting
 @testable import retrykit_demo
 
 @Suite("retrykit-demo")

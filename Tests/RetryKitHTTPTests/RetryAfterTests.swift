@@ -1,6 +1,6 @@
-import RetryKitTesting
 import Foundation
 import RetryKitHTTP
+import RetryKitTesting
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -209,4 +209,3 @@ private func format(_ date: Date, style: DateStyle = .imf) -> String {
         return "\(day) \(month) \(paddedDay) \(time) \(four(c.year))"
     }
 }
-

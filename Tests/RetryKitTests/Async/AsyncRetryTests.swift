@@ -275,8 +275,10 @@ struct AsyncRetryTests {
     func seededJitterMatchesTheCore(kind: Int) async throws {
         func make() -> BackoffStrategy<TestClock> {
             kind == 1
-                ? .exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter(using: SeededRandomNumberGenerator(seed: 2024))
-                : .decorrelatedJitter(base: .milliseconds(50), cap: .seconds(2), using: SeededRandomNumberGenerator(seed: 7))
+                ? .exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter(
+                    using: SeededRandomNumberGenerator(seed: 2024))
+                : .decorrelatedJitter(
+                    base: .milliseconds(50), cap: .seconds(2), using: SeededRandomNumberGenerator(seed: 7))
         }
         let strategy = make()
         let expected = asyncCoreDelays(make(), count: 5)

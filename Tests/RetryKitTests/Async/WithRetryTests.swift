@@ -319,7 +319,8 @@ struct WithRetryTests {
     @Test("The bridge and the async API emit identical events for one seeded jittered scenario")
     func parityWithTheAsyncAPI() async throws {
         func strategy() -> BackoffStrategy<ImmediateClock> {
-            .exponential(a: .milliseconds(100), b: 2).max(.seconds(10)).jitter(using: SeededRandomNumberGenerator(seed: 31))
+            .exponential(a: .milliseconds(100), b: 2).max(.seconds(10)).jitter(
+                using: SeededRandomNumberGenerator(seed: 31))
         }
         let viaAsync = AsyncLog<String>()
         let asyncStrategy = strategy()

@@ -76,9 +76,11 @@ extension CallbackRunnerTests {
             func make(seed: UInt64) -> BackoffStrategy<ContinuousClock> {
                 switch self {
                 case .jitteredExponential:
-                    return .exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter(using: SeededRandomNumberGenerator(seed: seed))
+                    return .exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter(
+                        using: SeededRandomNumberGenerator(seed: seed))
                 case .decorrelatedJitter:
-                    return .decorrelatedJitter(base: .milliseconds(10), cap: .seconds(2), using: SeededRandomNumberGenerator(seed: seed))
+                    return .decorrelatedJitter(
+                        base: .milliseconds(10), cap: .seconds(2), using: SeededRandomNumberGenerator(seed: seed))
                 }
             }
         }

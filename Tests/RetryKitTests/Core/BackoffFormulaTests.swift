@@ -1,5 +1,5 @@
-import RetryKitTesting
 import RetryKit
+import RetryKitTesting
 import Testing
 
 /// One row of the formula table: a strategy and its hand-computed delays at x = 0…5.
@@ -82,25 +82,31 @@ let formulaTable: [FormulaCase] = [
     FormulaCase(
         ".custom { x s }.max(3 s)", .custom { .seconds($0) }.max(.seconds(3)), s(0, 1, 2, 3, 3, 3)),
     FormulaCase(".none.jitter()", .none.jitter(using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
-    FormulaCase(".none.equalJitter()", .none.equalJitter(using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
     FormulaCase(
-        ".none.proportionalJitter()", .none.proportionalJitter(using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
+        ".none.equalJitter()", .none.equalJitter(using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
+    FormulaCase(
+        ".none.proportionalJitter()", .none.proportionalJitter(using: SeededRandomNumberGenerator(seed: 1)),
+        s(0, 0, 0, 0, 0, 0)),
     FormulaCase(
         ".exponential(a: 100 ms, b: 2).proportionalJitter(0) is exact",
         .exponential(a: .milliseconds(100), b: 2).proportionalJitter(0, using: SeededRandomNumberGenerator(seed: 1)),
         ms(100, 200, 400, 800, 1600, 3200)),
     FormulaCase(
         ".constant(1 s).proportionalJitter(NaN) counts p as 0",
-        .constant(.seconds(1)).proportionalJitter(.nan, using: SeededRandomNumberGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
+        .constant(.seconds(1)).proportionalJitter(.nan, using: SeededRandomNumberGenerator(seed: 1)),
+        s(1, 1, 1, 1, 1, 1)),
     FormulaCase(
         ".decorrelatedJitter(base: 1 s, cap: 1 s)",
-        .decorrelatedJitter(base: .seconds(1), cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
+        .decorrelatedJitter(base: .seconds(1), cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)),
+        s(1, 1, 1, 1, 1, 1)),
     FormulaCase(
         ".decorrelatedJitter(base: 2 s, cap: 1 s): cap < base gives cap",
-        .decorrelatedJitter(base: .seconds(2), cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), s(1, 1, 1, 1, 1, 1)),
+        .decorrelatedJitter(base: .seconds(2), cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)),
+        s(1, 1, 1, 1, 1, 1)),
     FormulaCase(
         ".decorrelatedJitter(base: 0, cap: 1 s) stays 0",
-        .decorrelatedJitter(base: .zero, cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), s(0, 0, 0, 0, 0, 0)),
+        .decorrelatedJitter(base: .zero, cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)),
+        s(0, 0, 0, 0, 0, 0)),
 ]
 
 @Suite("Core: backoff formula table")

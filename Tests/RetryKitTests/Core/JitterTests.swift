@@ -1,5 +1,5 @@
-import RetryKitTesting
 import RetryKit
+import RetryKitTesting
 import Testing
 
 private typealias Backoff = BackoffStrategy<ContinuousClock>
@@ -54,9 +54,11 @@ struct JitterTests {
 
     @Test("proportional jitter's spread is clamped to [0, 1]")
     func proportionalClamp() {
-        let wide = ratios(base.proportionalJitter(5, using: SeededRandomNumberGenerator(seed: 4)), base: base, count: 1_000)
+        let wide = ratios(
+            base.proportionalJitter(5, using: SeededRandomNumberGenerator(seed: 4)), base: base, count: 1_000)
         #expect(wide.allSatisfy { $0 >= 0 && $0 <= 2 + slack })
-        let infinite = ratios(base.proportionalJitter(.infinity, using: SeededRandomNumberGenerator(seed: 4)), base: base)
+        let infinite = ratios(
+            base.proportionalJitter(.infinity, using: SeededRandomNumberGenerator(seed: 4)), base: base)
         #expect(infinite.allSatisfy { $0 >= 0 && $0 <= 2 + slack })
         let negative = ratios(base.proportionalJitter(-0.5, using: SeededRandomNumberGenerator(seed: 4)), base: base)
         #expect(negative.allSatisfy { $0 == 1 })
@@ -109,7 +111,8 @@ struct JitterTests {
                 base.jitter(using: SeededRandomNumberGenerator(seed: seed)),
                 base.equalJitter(using: SeededRandomNumberGenerator(seed: seed)),
                 base.proportionalJitter(using: SeededRandomNumberGenerator(seed: seed)),
-                .decorrelatedJitter(base: .milliseconds(100), cap: .seconds(5), using: SeededRandomNumberGenerator(seed: seed)),
+                .decorrelatedJitter(
+                    base: .milliseconds(100), cap: .seconds(5), using: SeededRandomNumberGenerator(seed: seed)),
             ]
             return strategies.flatMap { strategy in (0..<50).map { strategy.delay(forRetry: $0 % 6) } }
         }

@@ -1,5 +1,5 @@
-import RetryKitTesting
 import RetryKit
+import RetryKitTesting
 import Testing
 
 private typealias Backoff = BackoffStrategy<ContinuousClock>
@@ -170,14 +170,26 @@ struct NeverTrapTests {
             (.linear(a: d, b: d), ".linear(a: d, b: d)"),
             (.linear(a: d, b: .zero), ".linear(a: d, b: 0)"),
             (.linear(a: .nanoseconds(1), b: d), ".linear(a: 1 ns, b: d)"),
-            (.decorrelatedJitter(base: d, cap: d, using: SeededRandomNumberGenerator(seed: 1)), ".decorrelatedJitter(d, d)"),
-            (.decorrelatedJitter(base: d, cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)), ".decorrelated(d, 1 s)"),
-            (.decorrelatedJitter(base: .seconds(1), cap: d, using: SeededRandomNumberGenerator(seed: 1)), ".decorrelated(1 s, d)"),
+            (
+                .decorrelatedJitter(base: d, cap: d, using: SeededRandomNumberGenerator(seed: 1)),
+                ".decorrelatedJitter(d, d)"
+            ),
+            (
+                .decorrelatedJitter(base: d, cap: .seconds(1), using: SeededRandomNumberGenerator(seed: 1)),
+                ".decorrelated(d, 1 s)"
+            ),
+            (
+                .decorrelatedJitter(base: .seconds(1), cap: d, using: SeededRandomNumberGenerator(seed: 1)),
+                ".decorrelated(1 s, d)"
+            ),
             (.custom { _ in d }, ".custom"),
             (.constant(.seconds(5)).min(d), ".constant(5 s).min(d)"),
             (.none.min(d).jitter(using: SeededRandomNumberGenerator(seed: 1)), ".none.min(d).jitter()"),
             (.none.min(d).equalJitter(using: SeededRandomNumberGenerator(seed: 1)), ".none.min(d).equalJitter()"),
-            (.none.min(d).proportionalJitter(1, using: SeededRandomNumberGenerator(seed: 1)), ".none.min(d).proportionalJitter(1)"),
+            (
+                .none.min(d).proportionalJitter(1, using: SeededRandomNumberGenerator(seed: 1)),
+                ".none.min(d).proportionalJitter(1)"
+            ),
         ]
         for factor in extremeFactors {
             for (strategy, text) in strategies + [(.exponential(a: d, b: factor), ".exponential(a: d, b: \(factor))")] {

@@ -1,5 +1,5 @@
-import RetryKitTesting
 import RetryKit
+import RetryKitTesting
 import Testing
 
 // MARK: - Helpers
