@@ -68,14 +68,17 @@ package enum RetryDecision: Sendable, Hashable {
 @usableFromInline
 package struct RetryTermination: Sendable {
     /// The summary for events and completions.
+    @usableFromInline
     package let summary: RetrySummary
     /// The error the retrier finishes with; `nil` on success.
     @usableFromInline
     package let error: (any Error)?
     /// The attempt that just failed and made the retrier give up, with its error: runners emit
     /// `attemptFailed(…, next: .giveUp(reason))` for it before `finished`.
+    @usableFromInline
     package let failedAttempt: (attempt: RetryAttempt, error: any Error)?
     /// The attempt that succeeded: runners emit `attemptSucceeded` for it before `finished`.
+    @usableFromInline
     package let succeededAttempt: RetryAttempt?
 }
 
@@ -279,6 +282,7 @@ extension RetryTermination {
     /// follows one), then `finished`. Every runner uses this so that all styles emit identical events.
     ///
     /// - Parameter value: The successful attempt's value; `nil` unless the retrier succeeded.
+    @inlinable
     package func events<Value: Sendable>(value: Value?) -> [RetryEvent<Value>] {
         var events: [RetryEvent<Value>] = []
         if let (attempt, error) = failedAttempt {
@@ -292,6 +296,7 @@ extension RetryTermination {
     }
 
     /// The result a completion receives: the value on success, otherwise ``error``.
+    @inlinable
     package func result<Value>(value: Value?) -> Result<Value, any Error> {
         if let value, error == nil { return .success(value) }
         return .failure(error ?? RetryError(.invalidConfiguration("internal: finished without a value or an error")))
