@@ -143,7 +143,7 @@ func startCallbackRetrier<Value: Sendable>(
         finish: { termination, value in
             let value = value?.value(as: Value.self)  // always a `Value` if set: only this operation produced it
             if let observer {
-                for event in termination.events(value: value) { observer(event) }
+                termination.forEachEvent(value: value) { observer($0) }
             }
             let result = termination.result(value: value)
             switch completion {

@@ -297,11 +297,17 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
     @inline(__always)
     private func handle(_ body: (inout CallbackRunnerState, inout CallbackEffects) -> CallbackStep) {
         var client: CallbackClient?
-        let step = transition { s, effects in
+        var effects = CallbackEffects()
+        let step = withLock { s in
             client = s.client
             return body(&s, &effects)
         }
+        effects.hook?()
         if let client { carryOut(step, client) }
+        // A timer that stopped mattering is cancelled once the step has been carried out: it is usually the timer that
+        // just fired (cancelling a fired one-shot source only lets Dispatch release it), and the next attempt should
+        // not wait for that. The epoch makes it harmless meanwhile.
+        effects.stopped?.cancel()
     }
 
     private func begin() {
