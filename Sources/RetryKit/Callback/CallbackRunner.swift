@@ -196,17 +196,67 @@ struct CallbackEffects {
     var stopped: PendingTimer?
 }
 
-/// A timer the runner keeps, boxed: a class reference is cheaper to move in and out of the state than the
-/// `any RetryCancellable` existential it holds.
-final class PendingTimer: Sendable {
-    let token: any RetryCancellable
+/// A timer the runner has armed: the wait before a retry, or an attempt's timeout.
+///
+/// One object per timer, which is also what the timer's handler captures (so the handler needs no closure context of
+/// its own), and which holds the scheduler's token without an existential box for the production scheduler. While
+/// armed it keeps its runner alive (a retrier keeps itself alive while it waits); cancelling it releases the handler.
+final class PendingTimer: @unchecked Sendable {
+    // @unchecked Sendable: `token` is set once, before the runner keeps the timer in its state (under its lock), and
+    // read only after taking it back out (under the same lock), which orders the two. Everything else is immutable.
 
-    init(_ token: any RetryCancellable) {
-        self.token = token
+    /// The scheduler's handle on the timer.
+    enum Token {
+        case none
+        case dispatch(DispatchTimerScheduler.Timer)
+        case custom(any RetryCancellable)
     }
 
+    let runner: CallbackRunner
+    /// The runner's `timerEpoch` when it was planned: a timer whose epoch has passed does nothing.
+    let epoch: UInt64
+    /// The attempt it times out, or 0 for the wait before a retry.
+    let attempt: Int
+    var token = Token.none
+
+    init(runner: CallbackRunner, epoch: UInt64, attempt: Int) {
+        self.runner = runner
+        self.epoch = epoch
+        self.attempt = attempt
+    }
+
+    /// The timer fired (on the runner's queue).
+    func fired() {
+        runner.timerFired(self)
+    }
+
+    /// Calls the timer off. Idempotent; harmless after it fired.
     func cancel() {
-        token.cancel()
+        switch token {
+        case .none: break
+        case .dispatch(let timer): timer.cancel()
+        case .custom(let token): token.cancel()
+        }
+    }
+}
+
+/// The runner's scheduler and the origin of its elapsed time.
+enum RunnerClock: Sendable {
+    /// ``DispatchTimerScheduler``, used directly: `DispatchTime` in nanoseconds, measured from `origin`. The same time
+    /// as ``RetryScheduler/now``, without the existential call and the conversions on every reading.
+    case dispatch(origin: UInt64)
+    /// Any other scheduler, boxed (the existential would make every runner 40 bytes larger).
+    case custom(CustomScheduler)
+}
+
+/// A scheduler other than the production one, with ``RetryScheduler/now`` when the retrier was created.
+final class CustomScheduler: Sendable {
+    let scheduler: any RetryScheduler
+    let origin: Duration
+
+    init(_ scheduler: any RetryScheduler) {
+        self.scheduler = scheduler
+        self.origin = scheduler.now
     }
 }
 
@@ -219,13 +269,8 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
     // @unchecked Sendable: restated from `Locked`; the properties added here are immutable and Sendable.
     /// The queue the operation, strategy, observer and completion run on.
     let queue: DispatchQueue
-    /// Where time and work come from.
-    let scheduler: any RetryScheduler
-    /// ``RetryScheduler/now`` when the retrier was created: elapsed time is measured from here.
-    let origin: Duration
-    /// With ``DispatchTimerScheduler``, its clock read directly (`DispatchTime`, in nanoseconds): the same time as
-    /// ``RetryScheduler/now``, without the conversions and the existential call on every reading. `nil` otherwise.
-    let uptimeOrigin: UInt64?
+    /// Where time and work come from, and when the retrier was created: elapsed time is measured from there.
+    let clock: RunnerClock
     /// Whether an observer is attached; events are not built otherwise.
     let observes: Bool
 
@@ -233,14 +278,10 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
         configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, client: CallbackClient
     ) {
         self.queue = queue
-        self.scheduler = scheduler
         if type(of: scheduler) == DispatchTimerScheduler.self {
-            let uptime = DispatchTime.now().uptimeNanoseconds
-            self.uptimeOrigin = uptime
-            self.origin = DispatchTimerScheduler.duration(uptimeNanoseconds: uptime)
+            self.clock = .dispatch(origin: DispatchTime.now().uptimeNanoseconds)
         } else {
-            self.uptimeOrigin = nil
-            self.origin = scheduler.now
+            self.clock = .custom(CustomScheduler(scheduler))
         }
         self.observes = client.observe != nil
         super.init(CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
@@ -252,13 +293,16 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
         configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, client: CallbackClient
     ) -> CallbackRunner {
         let runner = CallbackRunner(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
-        scheduler.execute(on: queue) { runner.begin() }
+        runner.hop { runner.begin() }
         return runner
     }
 
     /// Runs `work` on the queue.
     func hop(_ work: @escaping @Sendable () -> Void) {
-        scheduler.execute(on: queue, work)
+        switch clock {
+        case .dispatch: queue.async(execute: work)
+        case .custom(let custom): custom.scheduler.execute(on: queue, work)
+        }
     }
 
     var isFinished: Bool {
@@ -272,11 +316,13 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
 
     /// Time since the retrier was created.
     private var elapsed: Duration {
-        if let uptimeOrigin {
+        switch clock {
+        case .dispatch(let origin):
             // Both readings of the same monotonic clock: the difference is small and non-negative.
-            return .nanoseconds(Int64(truncatingIfNeeded: DispatchTime.now().uptimeNanoseconds &- uptimeOrigin))
+            return .nanoseconds(Int64(truncatingIfNeeded: DispatchTime.now().uptimeNanoseconds &- origin))
+        case .custom(let custom):
+            return custom.scheduler.now - custom.origin
         }
-        return scheduler.now - origin
     }
 
     // MARK: - Events
@@ -341,7 +387,7 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
             return (call, true)
         }
         if hop {
-            scheduler.execute(on: queue) {
+            self.hop {
                 let now = self.elapsed
                 self.handle { s, effects in self.resultTransition(number, result, at: now, &s, &effects) }
             }
@@ -369,6 +415,15 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
     /// Whether attempt `number` is still the current one (the observer or the scheduler may have ended it).
     private func isCurrent(_ number: Int) -> Bool {
         withLock { $0.machine.currentAttempt == number }
+    }
+
+    /// A timer fired (on the queue): the wait before a retry is over, or an attempt timed out.
+    func timerFired(_ timer: PendingTimer) {
+        if timer.attempt == 0 {
+            waitTimerFired(epoch: timer.epoch)
+        } else {
+            attemptTimerFired(timer.attempt, epoch: timer.epoch)
+        }
     }
 
     /// The timer of attempt `number` fired (on the queue).
@@ -501,8 +556,7 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
                 if let observe = client.observe { observe(.started(attempt)) }
                 let timeout = step.duration
                 if let timeout {
-                    let epoch = step.epoch
-                    arm(after: timeout, epoch: epoch) { self.attemptTimerFired(number, epoch: epoch) }
+                    arm(PendingTimer(runner: self, epoch: step.epoch, attempt: number), after: timeout)
                 }
                 // The observer (or the scheduler) may have cancelled the retrier meanwhile: then the attempt does not
                 // run. Without either, nothing ran since the transition, and a concurrent cancel is a race anyway.
@@ -529,8 +583,7 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
                     observe(.failed(step.attempt, error: error, next: .retry(after: delay)))
                 }
                 if delay > .zero {
-                    let epoch = step.epoch
-                    arm(after: delay, epoch: epoch) { self.waitTimerFired(epoch: epoch) }
+                    arm(PendingTimer(runner: self, epoch: step.epoch, attempt: 0), after: delay)
                     return
                 }
                 let now = decidedAt ?? elapsed
@@ -544,10 +597,15 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
 
     /// Schedules a timer and keeps it in the state, unless the runner stopped wanting it meanwhile (cancelled, or on a
     /// concurrent queue already past it): then it is cancelled at once.
-    private func arm(after delay: Duration, epoch: UInt64, _ fired: @escaping @Sendable () -> Void) {
-        let timer = PendingTimer(scheduler.schedule(after: delay, on: queue, fired))
+    private func arm(_ timer: PendingTimer, after delay: Duration) {
+        switch clock {
+        case .dispatch:
+            timer.token = .dispatch(DispatchTimerScheduler().schedule(after: delay, on: queue) { timer.fired() })
+        case .custom(let custom):
+            timer.token = .custom(custom.scheduler.schedule(after: delay, on: queue) { timer.fired() })
+        }
         let kept: Bool = withLock { s in
-            guard s.timerEpoch == epoch else { return false }
+            guard s.timerEpoch == timer.epoch else { return false }
             s.timer = timer
             return true
         }
