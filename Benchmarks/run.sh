@@ -31,9 +31,13 @@ echo "== runner load figures (runner-load, one process each)" >&2
 {
     echo "# Machine: $machine; load average before the run: $(load)"
     for kind in callback timer async task-sleep; do .build/release/runner-load memory "$kind" 100000; done
-    for kind in callback dispatch async task-sleep; do .build/release/runner-load timers "$kind" 2000; done
-    for count in 1000 10000 100000; do
-        for kind in callback hand-written; do .build/release/runner-load scale "$kind" "$count"; done
+    # Lateness and scale vary from run to run with whatever else the machine does: three runs each, interleaved with
+    # their baselines; bench-report takes the median.
+    for run in 1 2 3; do
+        for kind in callback dispatch async task-sleep; do .build/release/runner-load timers "$kind" 2000; done
+        for count in 1000 10000 100000; do
+            for kind in callback hand-written; do .build/release/runner-load scale "$kind" "$count"; done
+        done
     done
     echo "# load average after the run: $(load)"
 } > results/load.txt

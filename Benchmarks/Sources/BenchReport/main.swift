@@ -52,17 +52,28 @@ func parseHarness(_ text: String) -> [String: HarnessResult] {
     return results
 }
 
-/// Parses the `key=value` lines of `runner-load`, keyed by "figure kind count".
+/// Parses the `key=value` lines of `runner-load`, keyed by "figure kind count". A figure measured several times (run.sh
+/// repeats the noisy ones) gets the median of each numeric field.
 func parseLoad(_ text: String) -> [String: [String: String]] {
-    var lines: [String: [String: String]] = [:]
-    for line in text.split(separator: "\n") {
+    var samples: [String: [String: [Double]]] = [:]
+    for line in text.split(separator: "\n") where !line.hasPrefix("#") {
         var fields: [String: String] = [:]
         for pair in line.split(separator: " ") {
             let parts = pair.split(separator: "=", maxSplits: 1)
             if parts.count == 2 { fields[String(parts[0])] = String(parts[1]) }
         }
         guard let figure = fields["figure"], let kind = fields["kind"], let count = fields["count"] else { continue }
-        lines["\(figure) \(kind) \(count)"] = fields
+        let key = "\(figure) \(kind) \(count)"
+        for (name, value) in fields {
+            if let number = Double(value) { samples[key, default: [:]][name, default: []].append(number) }
+        }
+    }
+    var lines: [String: [String: String]] = [:]
+    for (key, fields) in samples {
+        for (name, values) in fields {
+            let sorted = values.sorted()
+            lines[key, default: [:]][name] = String(sorted[sorted.count / 2])
+        }
     }
     return lines
 }
