@@ -31,8 +31,26 @@ let package = Package(
             path: "Benchmarks/BackoffCore",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
         ),
-        // To come (added by the lead with the runners): callback runner vs hand-written recursion, async `retry` vs a
-        // direct call, bridges, memory, timer accuracy, scale. Each as `Benchmarks/<Name>/` with the same plugin.
+        // The runners against hand-written baselines: callback runner, async `retry`, bridges (time and mallocs).
+        .executableTarget(
+            name: "Runners",
+            dependencies: [
+                .product(name: "RetryKit", package: "RetryKit"),
+                .product(name: "Benchmark", package: "benchmark"),
+            ],
+            path: "Benchmarks/Runners",
+            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+        ),
+
+        // Memory per waiting retrier, timer lateness and scale: figures that are not a time per call (see its header).
+        .executableTarget(
+            name: "runner-load",
+            dependencies: [.product(name: "RetryKit", package: "RetryKit")],
+            path: "Sources/RunnerLoad"
+        ),
+
+        // Builds the runner table of README.md from the harness report and runner-load's output (see run.sh).
+        .executableTarget(name: "bench-report", path: "Sources/BenchReport"),
 
         // The discrete-event simulation of the AWS "Exponential Backoff And Jitter" workload.
         .executableTarget(

@@ -1,4 +1,5 @@
 /// What one attempt of an observed async retrier came to.
+@usableFromInline
 enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
     /// The attempt produced a value.
     case succeeded(Value)
@@ -18,10 +19,15 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
 /// `start.duration(to: clock.now)`. How one attempt runs (and how a timeout interrupts it) is `runAttempt`'s
 /// business; it receives the instant at which the attempt times out, if it can.
 ///
+/// Inlinable and always inlined, so that the bridge (inlinable itself) runs it specialized for the caller's value type
+/// and clock, with its closures inlined: unspecialized, it would look up generic metadata on every event.
+///
 /// - Parameters:
 ///   - runAttempt: Runs one attempt; `deadline` is `nil` when the attempt has no timeout. Called in `isolation`.
 ///   - strategy: Called in `isolation`, never while a lock is held.
 ///   - observer: Called in `isolation`, in event order.
+@inlinable
+@inline(__always)
 func runObservedRetry<Value: Sendable, C: Clock>(
     configuration: RetryConfiguration,
     tolerance: Duration?,
@@ -81,9 +87,7 @@ func runObservedRetry<Value: Sendable, C: Clock>(
                 termination = RetryTermination(
                     summary: termination.summary, error: clockError, failedAttempt: nil, succeededAttempt: nil)
             }
-            for event in termination.events(value: value) {
-                observer(event)
-            }
+            termination.forEachEvent(value: value) { observer($0) }
             if termination.error == nil, let value { return value }
             throw termination.error ?? AsyncRetry.inconsistency()
         case .none:

@@ -48,6 +48,7 @@
 ///   returns ``RetryStrategy/stop``, `CancellationError` when the task is cancelled, ``RetryError`` for an invalid
 ///   configuration, or any error other than cancellation that the clock throws from `sleep`.
 @inlinable
+@inline(__always)
 public func retry<R, E, C>(
     maxAttempts: Int = 3,
     tolerance: C.Duration? = nil,
@@ -56,48 +57,139 @@ public func retry<R, E, C>(
     operation: () async throws(E) -> sending R,
     strategy: (E) -> RetryStrategy<C> = { _ in .backoff(.none) }
 ) async throws -> sending R where C: Clock, E: Error, C.Duration == Duration {
+    // Always inlined (with the state machine): as a call of its own, this async function would cost an async frame and
+    // an executor hop after every attempt, about twice the cost of everything else it does.
     // Time is not observable through this overload (no deadline, no events), so the state machine is fed a constant
     // `now` and the clock is only touched to sleep: the fast path reads no clock at all.
     // Cancellation is checked before the machine is asked for each attempt (here and after each wait), so that a
     // cancelled task reports the attempts that really ran.
-    var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts))
-    var action = Task.isCancelled ? machine.cancel(at: .zero) : machine.start(at: .zero)
+    // Only a reference to the machine and a small `AsyncRetryStep` live across the awaits: the machine's actions
+    // (large enums) are turned into steps right away, and the machine itself lives on the heap, created when the first
+    // attempt fails (it is fed the same `start` again, then that failure: the machine is a pure function of its
+    // events). A call that succeeds at once allocates nothing, and a task waiting in `retry` needs no second slab of
+    // task memory (a kilobyte) beyond what a task sleeping on its own needs.
+    var machine: AsyncRetryMachine?
+    var step = AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, cancelled: Task.isCancelled)
     var failure: E?
     while true {
-        switch action {
-        case .run(let attempt, _):
+        switch step {
+        case .run(let number):
             do throws(E) {
-                let value = try await operation()
-                _ = machine.attemptSucceeded(attempt.number, at: .zero)
-                return value
+                // Nothing reads the machine after a success (no budget, no events through this overload): it is not
+                // told, and simply dropped.
+                return try await operation()
             } catch {
-                if Task.isCancelled {
-                    action = machine.cancel(at: .zero)
-                } else {
-                    failure = error
-                    action = machine.attemptFailed(attempt.number, error: error, at: .zero)
-                }
+                let cancelled = Task.isCancelled
+                if !cancelled { failure = error }
+                let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts)
+                machine = started
+                step = started.failed(number, AsyncRetry.erased(error), cancelled: cancelled)
             }
-        case .consultStrategy(let context, _):
-            // `failure` is always set here: the machine only asks after `attemptFailed`.
-            guard let error = failure else { throw AsyncRetry.inconsistency() }
+        case .consult(let context):
+            // `failure` and `machine` are always set here: the machine only asks after `attemptFailed`.
+            guard let error = failure, let machine else { throw AsyncRetry.inconsistency() }
             failure = nil
-            action = machine.decide(context.resolve(strategy(error)), at: .zero)
-        case .retry(let delay, _, _):
+            step = machine.decided(context.resolve(strategy(error)), cancelled: Task.isCancelled)
+        case .wait(let delay):
+            guard let machine else { throw AsyncRetry.inconsistency() }  // always set after a failure
             if delay > .zero {
                 do {
                     try await clock.sleep(for: delay, tolerance: tolerance)
                 } catch {
-                    _ = machine.cancel(at: .zero)
+                    machine.cancel()
                     throw AsyncRetry.sleepError(error)
                 }
             }
-            action = Task.isCancelled ? machine.cancel(at: .zero) : machine.waitElapsed(at: .zero)
-        case .finish(let termination):
-            throw termination.error ?? AsyncRetry.inconsistency()
-        case .none:
-            throw AsyncRetry.inconsistency()
+            step = machine.waited(cancelled: Task.isCancelled)
+        case .fail(let error):
+            throw error
         }
+    }
+}
+
+/// What the seed-compatible `retry` does next: the part of a state machine action it needs, and nothing more.
+@usableFromInline
+enum AsyncRetryStep {
+    /// Run attempt `number`.
+    case run(Int)
+    /// Ask the strategy (with this context) about the last failure.
+    case consult(RetryDecisionContext)
+    /// Wait this long, then ask for the next attempt.
+    case wait(Duration)
+    /// Give up with this error.
+    case fail(any Error)
+
+    init(_ action: consuming RetryStateMachine.Action) {
+        switch consume action {
+        case .run(let attempt, _): self = .run(attempt.number)
+        case .consultStrategy(let context, _): self = .consult(context)
+        case .retry(let delay, _, _): self = .wait(delay)
+        case .finish(let termination): self = .fail(termination.error ?? AsyncRetry.inconsistency())
+        case .none: self = .fail(AsyncRetry.inconsistency())
+        }
+    }
+}
+
+/// The state machine of one seed-compatible `retry` call, on the heap, with the events that call feeds it.
+///
+/// Its methods are not inlined into `retry` on purpose: an action is a large enum, and every temporary of an async
+/// function takes room in the task's async frame, as would the machine itself. Kept out of the frame, a task waiting in
+/// `retry` fits in the task memory of a task sleeping on its own; otherwise it needs a second kilobyte-sized slab.
+/// The machine is fed a constant `now`: time is not observable through that overload.
+@usableFromInline
+final class AsyncRetryMachine {
+    // Only ever used by the one task running its `retry` call: no other access, so no dynamic exclusivity checks.
+    @exclusivity(unchecked) private var machine: RetryStateMachine
+
+    private init(maxAttempts: Int) {
+        machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts))
+    }
+
+    /// The first step of a new machine: attempt 1, unless the configuration is invalid or the task is already
+    /// cancelled. The machine itself is not kept.
+    @usableFromInline
+    static func firstStep(maxAttempts: Int, cancelled: Bool) -> AsyncRetryStep {
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts))
+        return AsyncRetryStep(cancelled ? machine.cancel(at: .zero) : machine.start(at: .zero))
+    }
+
+    /// A machine on the heap that has started, and so is running attempt 1 (as the one of ``firstStep``, fed the same
+    /// event, said). A factory that is not inlined: otherwise the optimizer puts the object on the stack, which in an
+    /// async function is its frame, and the frame is what must stay small.
+    @usableFromInline
+    static func started(maxAttempts: Int) -> AsyncRetryMachine {
+        let started = AsyncRetryMachine(maxAttempts: maxAttempts)
+        _ = started.machine.start(at: .zero)
+        return started
+    }
+
+    /// Attempt `number` failed with `error` (or the task was cancelled while it ran).
+    @usableFromInline
+    func failed(_ number: Int, _ error: any Error, cancelled: Bool) -> AsyncRetryStep {
+        AsyncRetryStep(cancelled ? machine.cancel(at: .zero) : machine.attemptFailed(number, error: error, at: .zero))
+    }
+
+    /// The strategy's resolved decision. A zero-delay retry needs no wait: the next attempt follows at once (or the
+    /// cancellation, if the task was cancelled), in the same call.
+    @usableFromInline
+    func decided(_ decision: RetryDecision, cancelled: Bool) -> AsyncRetryStep {
+        let action = machine.decide(decision, at: .zero)
+        if case .retry(let delay, _, _) = action, delay == .zero {
+            return waited(cancelled: cancelled)
+        }
+        return AsyncRetryStep(action)
+    }
+
+    /// The wait is over (or the task was cancelled).
+    @usableFromInline
+    func waited(cancelled: Bool) -> AsyncRetryStep {
+        AsyncRetryStep(cancelled ? machine.cancel(at: .zero) : machine.waitElapsed(at: .zero))
+    }
+
+    /// The wait was cut short.
+    @usableFromInline
+    func cancel() {
+        _ = machine.cancel(at: .zero)
     }
 }
 
@@ -122,6 +214,7 @@ public func retry<R, E, C>(
 /// - Returns: The value of the first attempt that succeeds.
 /// - Throws: See ``retry(maxAttempts:tolerance:clock:isolation:operation:strategy:)``.
 @inlinable
+@inline(__always)
 public func retry<R, E>(
     maxAttempts: Int = 3,
     tolerance: ContinuousClock.Duration? = nil,
@@ -142,6 +235,18 @@ enum AsyncRetry {
     @usableFromInline
     static func inconsistency() -> RetryError {
         RetryError(.invalidConfiguration("internal inconsistency in the async retry runner"))
+    }
+
+    /// `error` as `any Error`.
+    ///
+    /// When `E` is itself `any Error` (an untyped `throws` operation) the plain conversion would box the existential in
+    /// a new heap box on every failure; specialized for that `E`, the check below is a constant and this is free.
+    @inlinable
+    static func erased<E: Error>(_ error: E) -> any Error {
+        if E.self == (any Error).self {
+            return unsafeBitCast(error, to: (any Error).self)  // the same type: a no-op
+        }
+        return error
     }
 
     /// The error a wait ends with when the clock's `sleep` throws: `CancellationError` when the task was cancelled

@@ -31,9 +31,9 @@
 /// after the retrier finished are dropped). A result that arrives after its attempt was cancelled or timed out is
 /// ignored.
 ///
-/// Each attempt suspends in `withCheckedThrowingContinuation`. The continuation is kept in locked state and handed
-/// out exactly once, to whichever comes first: the attempt's completion, its timeout, or task cancellation. It is
-/// resumed after the lock is released.
+/// An attempt whose completion is called before `operation` returns does not suspend at all. Otherwise the task
+/// suspends in a continuation, kept in locked state and handed out exactly once, to whichever comes first: the
+/// attempt's completion, its timeout, or task cancellation. It is resumed after the lock is released.
 ///
 /// ## Cancellation
 ///
@@ -61,6 +61,8 @@
 ///   ``RetryError`` (deadline exceeded, invalid configuration, or ``RetryError/Reason-swift.enum/missingResult`` as
 ///   the last error when an attempt completed with neither value nor error), or an error other than cancellation
 ///   thrown by the clock's `sleep`.
+@inlinable
+@inline(__always)
 public func withRetry<Value: Sendable, C: Clock>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
@@ -72,61 +74,53 @@ public func withRetry<Value: Sendable, C: Clock>(
     strategy: (any Error) -> RetryStrategy<C> = { _ in .backoff(.none) },
     observer: (RetryEvent<Value>) -> Void = { _ in }
 ) async throws -> Value where C.Duration == Duration {
+    // Inlined into the caller (with the runner), so that it runs specialized for `Value` and `C`; the attempts go
+    // through one non-generic `RetryBridge` per call.
     let configuration = RetryConfiguration(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout)
-    let duplicates = Locked<[RetryAttempt]>([])
+    let bridge = RetryBridge()
     return try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, deadline in
-            let pending = PendingAttempt<Value>()
-            let slot = AttemptSlot<Value>(
-                onResult: { pending.finish(.completed($0)) },
-                onDuplicate: { duplicates.withLock { $0.append(attempt) } })
-            let outcome: PendingAttempt<Value>.Outcome
-            do {
-                outcome = try await withTaskCancellationHandler(
-                    operation: {
-                        operation(attempt, AttemptCompletion(slot))
-                        // No timer for an attempt that has already ended (completed synchronously or cancelled).
-                        guard let deadline, !pending.hasEnded else { return try await pending.wait() }
-                        return try await withThrowingTaskGroup(of: Void.self, isolation: isolation) { group in
-                            group.addTask {
-                                do {
-                                    try await clock.sleep(until: deadline, tolerance: tolerance)
-                                } catch {
-                                    return  // the attempt completed first, or the task was cancelled
-                                }
-                                if Task.isCancelled { return }
-                                slot.abandon()
-                                pending.finish(.timedOut)
+            let sink = bridge.begin(attempt.number, timed: deadline != nil)
+            let outcome = await withTaskCancellationHandler(
+                operation: {
+                    operation(attempt, AttemptCompletion(sink: sink, attempt: attempt))
+                    // No wait at all for an attempt that has already ended (completed synchronously or cancelled),
+                    // and no timer.
+                    if let ended = bridge.takeOutcome() { return ended }
+                    guard let deadline else { return await bridge.wait() }
+                    return await withTaskGroup(of: Void.self, isolation: isolation) { group in
+                        let number = attempt.number
+                        group.addTask {
+                            do {
+                                try await clock.sleep(until: deadline, tolerance: tolerance)
+                            } catch {
+                                return  // the attempt ended first, or the task was cancelled
                             }
-                            defer { group.cancelAll() }
-                            return try await pending.wait()
+                            bridge.timeOut(number)
                         }
-                    },
-                    onCancel: {
-                        slot.abandon()
-                        pending.cancel()
-                    },
-                    isolation: isolation)
-            } catch {
-                return .cancelled
-            }
+                        defer { group.cancelAll() }
+                        return await bridge.wait()
+                    }
+                },
+                onCancel: { bridge.cancel() },
+                isolation: isolation)
             switch outcome {
-            case .completed(.success(let value)): return .succeeded(value)
-            case .completed(.failure(let error)): return .failed(error)
+            case .success(let value):
+                // Always a `Value`: only this call's completions report to the bridge.
+                guard let value = value.value(as: Value.self) else { return .failed(RetryError(.missingResult)) }
+                return .succeeded(value)
+            case .failure(let error): return .failed(error)
             case .timedOut: return .timedOut
+            case .cancelled: return .cancelled
             }
         },
         strategy: strategy,
         observer: { event in
             switch event {
             case .attemptStarted, .finished:
-                let late = duplicates.withLock { list in
-                    defer { list.removeAll() }
-                    return list
-                }
-                for attempt in late {
+                for attempt in bridge.takeDuplicates() {
                     observer(.duplicateCompletion(attempt))
                 }
             default:
@@ -160,6 +154,8 @@ public func withRetry<Value: Sendable, C: Clock>(
 /// - Returns: The value of the first attempt that succeeds.
 /// - Throws: See
 ///   ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+@inlinable
+@inline(__always)
 public func withRetry<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
@@ -175,109 +171,230 @@ public func withRetry<Value: Sendable>(
         clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
 }
 
-/// One attempt of
+/// How one attempt of
 /// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
-/// waiting for its outcome.
+/// ended.
+@usableFromInline
+enum BridgeOutcome: Sendable {
+    /// The completion was called with a value.
+    case success(ErasedValue)
+    /// The completion was called with an error.
+    case failure(any Error)
+    /// The attempt's timer fired first.
+    case timedOut
+    /// The task was cancelled first.
+    case cancelled
+}
+
+/// The state of a ``RetryBridge``: the attempt in flight and the task waiting for it.
+@usableFromInline
+struct RetryBridgeState {
+    /// The attempt in flight (0 before the first).
+    var attempt = 0
+    /// Its completion, when the bridge tracks it itself (an attempt without timeout can only be abandoned by the end of
+    /// the call, so every earlier attempt has necessarily been delivered, as in the callback runner).
+    var record = AttemptRecord()
+    /// Its own record instead, for an attempt with a timeout (abandoned while the call goes on, its late first call
+    /// must be ignored and later ones reported).
+    var timed: TimedBridgeAttempt?
+    /// Whether the attempt has ended: by its result, its timeout or cancellation, whichever came first.
+    var ended = false
+    /// How it ended, until the runner takes it (it may end before anyone waits).
+    var outcome: BridgeOutcome?
+    /// The task waiting for the end, resumed exactly once, outside the lock.
+    var waiter: UnsafeContinuation<BridgeOutcome, Never>?
+    /// Completions called more than once, for the observer (reported before the next `attemptStarted` or `finished`).
+    var duplicates: [RetryAttempt] = []
+
+    /// Ends the attempt with `outcome` unless it has ended already; returns the waiter to resume with it.
+    mutating func end(_ outcome: BridgeOutcome) -> UnsafeContinuation<BridgeOutcome, Never>? {
+        guard !ended else { return nil }
+        ended = true
+        if let waiter = self.waiter {
+            self.waiter = nil
+            return waiter
+        }
+        self.outcome = outcome
+        return nil
+    }
+
+    /// Abandons the attempt in flight: returns its cancel hook to run outside the lock.
+    mutating func abandon() -> (@Sendable () -> Void)? {
+        if let timed { return timed.record.abandon() }
+        return attempt != 0 ? record.abandon() : nil
+    }
+}
+
+/// The attempts of one
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)`` call,
+/// one after the other: the sink of their completions and what the call waits on.
 ///
-/// Three things race to end the attempt: its completion (``finish(_:)`` with a result), its timer (``finish(_:)``
-/// with `.timedOut`) and task cancellation (``cancel()``), and any of them may come before the task has registered
-/// its continuation in ``wait()``. The continuation lives in the locked state and leaves it exactly once, when the
-/// state moves to `.done`; it is resumed after the lock is released. Whatever arrives before the continuation is
-/// remembered and delivered as soon as it is registered.
-final class PendingAttempt<Value: Sendable>: Sendable {
-    /// How the attempt ended, unless the task was cancelled.
-    enum Outcome: Sendable {
-        case completed(Result<Value, any Error>)
-        case timedOut
+/// Three things race to end an attempt: its completion, its timer and task cancellation, and any of them may come
+/// before the task waits. The first one ends it (`RetryBridgeState.end`); the waiting continuation lives in the locked
+/// state and leaves it exactly once, to be resumed after the lock is released. An attempt that ended before the task
+/// waits (a completion called synchronously) costs no continuation at all.
+///
+/// Not generic, and one object (with its lock) per call: nothing per attempt for attempts without a timeout.
+@usableFromInline
+final class RetryBridge: Locked<RetryBridgeState>, AttemptSink, @unchecked Sendable {
+    // @unchecked Sendable: restated from `Locked`; no properties are added.
+
+    /// A bridge for one call.
+    @usableFromInline
+    convenience init() {
+        self.init(RetryBridgeState())
     }
 
-    private enum State {
-        /// Nothing has happened yet and no one waits.
-        case idle
-        /// The outcome arrived before the continuation.
-        case early(Outcome)
-        /// Cancellation arrived before the continuation.
-        case cancelledEarly
-        /// The task waits for the outcome.
-        case waiting(CheckedContinuation<Outcome, any Error>)
-        /// The continuation has been handed out (or was never needed); everything else is ignored.
-        case done
+    // Overrides `Locked`'s designated initializer, so that the subclass inherits no unimplemented one.
+    override init(_ state: RetryBridgeState) {
+        super.init(state)
     }
 
-    private enum Resumption {
-        case deliver(Outcome)
-        case cancel
+    /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion.
+    @usableFromInline
+    func begin(_ number: Int, timed: Bool) -> any AttemptSink {
+        let record = timed ? TimedBridgeAttempt(self) : nil
+        withLock { s in
+            s.attempt = number
+            s.record = AttemptRecord()
+            s.timed = record
+            s.ended = false
+            s.outcome = nil
+        }
+        return record ?? self
     }
 
-    private let state = Locked(State.idle)
-
-    /// Whether the attempt has already ended, before anyone waited for it.
-    var hasEnded: Bool {
-        state.withLock { state in
-            switch state {
-            case .idle, .waiting: return false
-            case .early, .cancelledEarly, .done: return true
-            }
+    /// How the current attempt ended, if it has already.
+    @usableFromInline
+    func takeOutcome() -> BridgeOutcome? {
+        withLock { s in
+            defer { s.outcome = nil }
+            return s.outcome
         }
     }
 
-    /// Suspends until the attempt ends; throws `CancellationError` if the task was cancelled first.
-    func wait(isolation: isolated (any Actor)? = #isolation) async throws -> Outcome {
-        try await withCheckedThrowingContinuation(isolation: isolation) { continuation in
-            let resumption: Resumption? = state.withLock { state in
-                switch state {
-                case .idle:
-                    state = .waiting(continuation)
-                    return nil
-                case .early(let outcome):
-                    state = .done
-                    return .deliver(outcome)
-                case .cancelledEarly, .waiting, .done:
-                    // `.waiting` and `.done` cannot happen (one wait per attempt); ending the wait keeps the
-                    // continuation from leaking if they ever did.
-                    state = .done
-                    return .cancel
+    /// Waits for the current attempt to end.
+    @usableFromInline
+    func wait(isolation: isolated (any Actor)? = #isolation) async -> BridgeOutcome {
+        await withUnsafeContinuation(isolation: isolation) { continuation in
+            let ready: BridgeOutcome? = withLock { s in
+                if let outcome = s.outcome {
+                    s.outcome = nil
+                    return outcome
                 }
+                s.waiter = continuation
+                return nil
             }
-            switch resumption {
-            case .deliver(let outcome): continuation.resume(returning: outcome)
-            case .cancel: continuation.resume(throwing: CancellationError())
-            case nil: break
-            }
+            if let ready { continuation.resume(returning: ready) }
         }
     }
 
-    /// Ends the attempt with `outcome`, unless it has already ended.
-    func finish(_ outcome: Outcome) {
-        let continuation: CheckedContinuation<Outcome, any Error>? = state.withLock { state in
-            switch state {
-            case .idle:
-                state = .early(outcome)
-                return nil
-            case .waiting(let continuation):
-                state = .done
-                return continuation
-            case .early, .cancelledEarly, .done:
-                return nil
-            }
+    /// The timer of attempt `number` fired: abandons the attempt (its cancel hook runs) unless it has ended.
+    @usableFromInline
+    func timeOut(_ number: Int) {
+        let (hook, waiter): ((@Sendable () -> Void)?, UnsafeContinuation<BridgeOutcome, Never>?) = withLock { s in
+            guard s.attempt == number, !s.ended else { return (nil, nil) }
+            return (s.abandon(), s.end(.timedOut))
         }
-        continuation?.resume(returning: outcome)
+        hook?()
+        waiter?.resume(returning: .timedOut)
     }
 
-    /// Ends the attempt with `CancellationError`, unless it has already ended.
+    /// The task was cancelled during an attempt: abandons it (its cancel hook runs) and ends it, unless it has ended.
+    @usableFromInline
     func cancel() {
-        let continuation: CheckedContinuation<Outcome, any Error>? = state.withLock { state in
-            switch state {
-            case .idle:
-                state = .cancelledEarly
-                return nil
-            case .waiting(let continuation):
-                state = .done
-                return continuation
-            case .early, .cancelledEarly, .done:
-                return nil
-            }
+        let (hook, waiter): ((@Sendable () -> Void)?, UnsafeContinuation<BridgeOutcome, Never>?) = withLock { s in
+            (s.abandon(), s.end(.cancelled))
         }
-        continuation?.resume(throwing: CancellationError())
+        hook?()
+        waiter?.resume(returning: .cancelled)
+    }
+
+    /// The duplicate completions so far, forgotten once taken.
+    @usableFromInline
+    func takeDuplicates() -> [RetryAttempt] {
+        withLock { s in
+            guard !s.duplicates.isEmpty else { return [] }
+            defer { s.duplicates = [] }
+            return s.duplicates
+        }
+    }
+
+    /// A completion of `attempt` was called with `outcome`; `timed` is the attempt's own record, if it has one.
+    func complete(_ attempt: RetryAttempt, _ outcome: BridgeOutcome, timed: TimedBridgeAttempt?) {
+        let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
+            let call: AttemptRecord.Call
+            if let timed {
+                call = timed.record.call()
+            } else if s.attempt == attempt.number && s.timed == nil {
+                call = s.record.call()
+            } else {
+                call = .duplicate  // an earlier attempt tracked here: it was delivered
+            }
+            switch call {
+            case .deliver: return s.end(outcome)
+            case .duplicate: s.duplicates.append(attempt)
+            case .ignore: break
+            }
+            return nil
+        }
+        waiter?.resume(returning: outcome)
+    }
+
+    // MARK: AttemptSink (attempts without a timeout)
+
+    @usableFromInline
+    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
+        complete(attempt, .success(value), timed: nil)
+    }
+
+    @usableFromInline
+    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
+        complete(attempt, .failure(error), timed: nil)
+    }
+
+    @usableFromInline
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
+        // An earlier attempt has been delivered: its hook can never run.
+        let runNow = withLock { s in s.attempt == attempt.number && s.timed == nil ? s.record.register(hook) : false }
+        if runNow { hook() }
+    }
+
+    @usableFromInline
+    func isAbandoned(_ attempt: RetryAttempt) -> Bool {
+        withLock { s in s.attempt == attempt.number && s.timed == nil && s.record.abandoned }
+    }
+}
+
+/// The record of one attempt with a timeout, guarded by its bridge's lock.
+@usableFromInline
+final class TimedBridgeAttempt: AttemptSink, @unchecked Sendable {
+    // @unchecked Sendable: `record` is only accessed while the bridge's lock is held.
+    let bridge: RetryBridge
+    /// Guarded by the bridge's lock (which provides exclusivity, so no dynamic checks).
+    @exclusivity(unchecked) var record = AttemptRecord()
+
+    init(_ bridge: RetryBridge) {
+        self.bridge = bridge
+    }
+
+    @usableFromInline
+    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
+        bridge.complete(attempt, .success(value), timed: self)
+    }
+
+    @usableFromInline
+    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
+        bridge.complete(attempt, .failure(error), timed: self)
+    }
+
+    @usableFromInline
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
+        if bridge.withLock({ _ in record.register(hook) }) { hook() }
+    }
+
+    @usableFromInline
+    func isAbandoned(_ attempt: RetryAttempt) -> Bool {
+        bridge.withLock { _ in record.abandoned }
     }
 }

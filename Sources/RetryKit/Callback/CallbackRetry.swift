@@ -75,6 +75,7 @@ import Dispatch
 ///     the reason for giving up), attempt succeeded, finished. `nil` by default.
 ///   - completion: The result, and a ``RetrySummary`` that says how the retrier ended and how many attempts ran.
 /// - Returns: A handle to cancel the retrier or await its result. Keeping it is optional.
+@inlinable
 @discardableResult
 public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
@@ -87,15 +88,16 @@ public func retry<Value: Sendable>(
     observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
     completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
-    retry(
+    startCallbackRetrier(
         configuration: RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
         on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
-        completion: completion)
+        completion: .withSummary(completion))
 }
 
 /// Starts a completion-handler retrier for a whole configuration (limits and budget): the one entry point behind every
 /// public callback `retry`, policies and the HTTP layer.
+@inlinable
 @discardableResult
 package func retry<Value: Sendable>(
     configuration: RetryConfiguration,
@@ -106,13 +108,58 @@ package func retry<Value: Sendable>(
     observer: (@Sendable (RetryEvent<Value>) -> Void)?,
     completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
-    let runner = CallbackRunner(
-        configuration: configuration,
-        queue: queue,
-        scheduler: scheduler,
-        client: CallbackSet(operation: operation, strategy: strategy, observer: observer, completion: completion),
-        observes: observer != nil)
-    runner.start()
+    startCallbackRetrier(
+        configuration: configuration, on: queue, scheduler: scheduler, operation: operation, strategy: strategy,
+        observer: observer, completion: .withSummary(completion))
+}
+
+/// How a retrier reports its end: the two completion styles of the public `retry` functions.
+@usableFromInline
+enum CallbackCompletion<Value: Sendable>: Sendable {
+    case withSummary(@Sendable (Result<Value, any Error>, RetrySummary) -> Void)
+    case plain(@Sendable (Result<Value, any Error>) -> Void)
+}
+
+/// Starts a completion-handler retrier: the one place that builds one.
+///
+/// Inlinable, like the public entry points, so that it is specialized in the caller's module for the caller's `Value`:
+/// the closures it gives the non-generic ``CallbackRunner`` are then specialized code, and neither creating the
+/// retrier nor any attempt looks up generic metadata at run time.
+@inlinable
+func startCallbackRetrier<Value: Sendable>(
+    configuration: RetryConfiguration,
+    on queue: DispatchQueue,
+    scheduler: any RetryScheduler,
+    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
+    observer: (@Sendable (RetryEvent<Value>) -> Void)?,
+    completion: CallbackCompletion<Value>
+) -> RetryHandle<Value> {
+    var observe: (@Sendable (CallbackEvent) -> Void)?
+    if let observer {
+        observe = { event in observer(event.typed()) }
+    }
+    let client = CallbackClient(
+        run: { attempt, sink in operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) },
+        strategy: strategy,
+        finish: { termination, value, duplicates in
+            let value = value?.value(as: Value.self)  // always a `Value` if set: only this operation produced it
+            if let observer {
+                termination.forEachEvent(value: value) { event in
+                    if case .finished = event {
+                        for attempt in duplicates { observer(.duplicateCompletion(attempt)) }
+                    }
+                    observer(event)
+                }
+            }
+            let result = termination.result(value: value)
+            switch completion {
+            case .withSummary(let completion): completion(result, termination.summary)
+            case .plain(let completion): completion(result)
+            }
+        },
+        observe: observe)
+    let runner = CallbackRunner.start(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
     return RetryHandle(runner: runner)
 }
 
@@ -132,6 +179,7 @@ package func retry<Value: Sendable>(
 ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
 ///   - completion: The result; runs exactly once, on `queue`.
 /// - Returns: A handle to cancel the retrier or await its result.
+@inlinable
 @discardableResult
 public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
@@ -144,10 +192,11 @@ public func retry<Value: Sendable>(
     observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
     completion: @escaping @Sendable (Result<Value, any Error>) -> Void
 ) -> RetryHandle<Value> {
-    retry(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, on: queue,
-        scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
-        completion: { result, _ in completion(result) })
+    startCallbackRetrier(
+        configuration: RetryConfiguration(
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
+        on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
+        completion: .plain(completion))
 }
 
 // MARK: - Async operations retried from callback code

@@ -22,6 +22,7 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     /// The engine; it does not depend on `Value`. (`package` so that tests can check it is released.)
     package let runner: CallbackRunner
 
+    @usableFromInline
     init(runner: CallbackRunner) {
         self.runner = runner
     }
@@ -66,103 +67,27 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     /// every awaiter.
     public var value: Value {
         get async throws {
-            if let outcome = runner.outcome {
-                return try Self.typed(outcome).get()
+            switch runner.outcome {
+            case .success(let value): return try Self.typed(value)
+            case .failure(let error): throw error
+            case nil: break
             }
             let runner = self.runner
             let value = try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation {
-                    (continuation: CheckedContinuation<any Sendable, any Error>) in
+                    (continuation: CheckedContinuation<ErasedValue, any Error>) in
                     runner.register(continuation)
                 }
             } onCancel: {
                 runner.cancel()
             }
-            return try Self.typed(.success(value)).get()
+            return try Self.typed(value)
         }
     }
 
-    /// The outcome with its value cast back to `Value` (it always is one: only this retrier's operation produced it).
-    private static func typed(_ outcome: CallbackOutcome) -> Result<Value, any Error> {
-        outcome.flatMap { value in
-            if let value = value as? Value { return .success(value) }
-            return .failure(RetryError(.missingResult))  // unreachable
-        }
+    /// The value cast back to `Value` (it always is one: only this retrier's operation produced it).
+    private static func typed(_ value: ErasedValue) throws -> Value {
+        guard let value = value.value(as: Value.self) else { throw RetryError(.missingResult) }  // unreachable
+        return value
     }
 }
-
-/// The typed side of a retrier: the user's closures, which the non-generic ``CallbackRunner`` reaches through
-/// ``CallbackClient`` and drops as soon as the retrier finishes.
-final class CallbackSet<Value: Sendable>: CallbackClient {
-    let operation: @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void
-    let strategy: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
-    let observer: (@Sendable (RetryEvent<Value>) -> Void)?
-    let completion: @Sendable (Result<Value, any Error>, RetrySummary) -> Void
-
-    init(
-        operation: @escaping @Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void,
-        strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
-        observer: (@Sendable (RetryEvent<Value>) -> Void)?,
-        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
-    ) {
-        self.operation = operation
-        self.strategy = strategy
-        self.observer = observer
-        self.completion = completion
-    }
-
-    func decide(after error: any Error) -> RetryStrategy<ContinuousClock> {
-        strategy(error)
-    }
-
-    func start(_ attempt: RetryAttempt, on runner: CallbackRunner) {
-        let number = attempt.number
-        let onDuplicate: @Sendable () -> Void
-        if let observer {
-            onDuplicate = { runner.duplicateCompleted { observer(.duplicateCompletion(attempt)) } }
-        } else {
-            onDuplicate = {}
-        }
-        let slot = AttemptSlot<Value>(
-            onResult: { result in
-                switch result {
-                case .success(let value): runner.attemptCompleted(number, .success(value))
-                case .failure(let error): runner.attemptCompleted(number, .failure(error))
-                }
-            },
-            onDuplicate: onDuplicate)
-        guard runner.attach(slot, to: number) else {
-            slot.abandon()  // cancelled (or timed out) before the operation ran: do not run it
-            return
-        }
-        operation(attempt, AttemptCompletion(slot))
-    }
-
-    func emitStarted(_ attempt: RetryAttempt) {
-        observer?(.attemptStarted(attempt))
-    }
-
-    func emitFailed(_ attempt: RetryAttempt, error: any Error, next: RetryNextStep) {
-        observer?(.attemptFailed(attempt, error: error, next: next))
-    }
-
-    func finish(_ termination: RetryTermination, value: (any Sendable)?, duplicates: [@Sendable () -> Void]) {
-        let value = value as? Value
-        if let observer {
-            for event in termination.events(value: value) {
-                if case .finished = event {
-                    for report in duplicates { report() }
-                }
-                observer(event)
-            }
-        }
-        completion(termination.result(value: value), termination.summary)
-    }
-}
-
-/// An attempt's completion as the runner sees it: something to abandon on cancel or timeout.
-protocol AttemptAbandoning: AnyObject, Sendable {
-    func abandon()
-}
-
-extension AttemptSlot: AttemptAbandoning {}

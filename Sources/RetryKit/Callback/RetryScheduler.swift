@@ -78,8 +78,12 @@ public struct DispatchTimerScheduler: RetryScheduler {
 
     /// `DispatchTime.now()` in nanoseconds.
     public var now: Duration {
-        let nanoseconds = DispatchTime.now().uptimeNanoseconds
-        return Duration(
+        Self.duration(uptimeNanoseconds: DispatchTime.now().uptimeNanoseconds)
+    }
+
+    /// A `DispatchTime` reading as a duration since the clock's origin.
+    static func duration(uptimeNanoseconds nanoseconds: UInt64) -> Duration {
+        Duration(
             secondsComponent: Int64(nanoseconds / 1_000_000_000),  // < 2⁶⁴ / 10⁹: fits
             attosecondsComponent: Int64(nanoseconds % 1_000_000_000) * 1_000_000_000)
     }

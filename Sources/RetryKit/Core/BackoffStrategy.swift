@@ -72,6 +72,7 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
     /// - Returns: A delay in `[0, saturationLimit]`, rounded to the nearest nanosecond. Jittered strategies draw from
     ///   their generator once per jitter modifier.
     public func delay(forRetry x: Int, previous: Duration? = nil) -> Duration {
+        if case .none = curve { return .zero }  // the default strategy: no detour through `Double`
         let prev = previous.map(DelayMath.seconds)
         let delay = DelayMath.duration(Self.evaluate(curve, x: Swift.max(x, 0), previous: prev))
         // The round trip through Double can overshoot a cap by one rounding step (near the limit, where a Double is

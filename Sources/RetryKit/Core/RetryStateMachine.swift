@@ -68,15 +68,30 @@ package enum RetryDecision: Sendable, Hashable {
 @usableFromInline
 package struct RetryTermination: Sendable {
     /// The summary for events and completions.
+    @usableFromInline
     package let summary: RetrySummary
     /// The error the retrier finishes with; `nil` on success.
     @usableFromInline
     package let error: (any Error)?
     /// The attempt that just failed and made the retrier give up, with its error: runners emit
     /// `attemptFailed(…, next: .giveUp(reason))` for it before `finished`.
+    @usableFromInline
     package let failedAttempt: (attempt: RetryAttempt, error: any Error)?
     /// The attempt that succeeded: runners emit `attemptSucceeded` for it before `finished`.
+    @usableFromInline
     package let succeededAttempt: RetryAttempt?
+
+    /// A termination; the state machine creates these, runners may replace one (for example with a clock's error).
+    @usableFromInline
+    package init(
+        summary: RetrySummary, error: (any Error)?, failedAttempt: (attempt: RetryAttempt, error: any Error)?,
+        succeededAttempt: RetryAttempt?
+    ) {
+        self.summary = summary
+        self.error = error
+        self.failedAttempt = failedAttempt
+        self.succeededAttempt = succeededAttempt
+    }
 }
 
 /// The one retry engine: a pure state machine that counts attempts, chooses delays and decides when to stop.
@@ -183,6 +198,7 @@ package struct RetryStateMachine: Sendable {
     ///
     /// Past the total deadline the retrier gives up; otherwise the attempt fails with
     /// ``RetryError/Reason-swift.enum/attemptTimedOut`` and the strategy is consulted as for any failure.
+    @usableFromInline
     package mutating func attemptTimedOut(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
         let timeout = RetryError(.attemptTimedOut, lastError: nil, attempts: attempt.number)
@@ -279,19 +295,27 @@ extension RetryTermination {
     /// follows one), then `finished`. Every runner uses this so that all styles emit identical events.
     ///
     /// - Parameter value: The successful attempt's value; `nil` unless the retrier succeeded.
+    @inlinable
     package func events<Value: Sendable>(value: Value?) -> [RetryEvent<Value>] {
         var events: [RetryEvent<Value>] = []
-        if let (attempt, error) = failedAttempt {
-            events.append(.attemptFailed(attempt, error: error, next: .giveUp(summary.reason)))
-        }
-        if let attempt = succeededAttempt, let value {
-            events.append(.attemptSucceeded(attempt, value))
-        }
-        events.append(.finished(summary, error: error))
+        forEachEvent(value: value) { events.append($0) }
         return events
     }
 
+    /// Passes ``events(value:)`` to `body` one by one, in order, without building an array.
+    @inlinable
+    package func forEachEvent<Value: Sendable>(value: Value?, _ body: (RetryEvent<Value>) -> Void) {
+        if let (attempt, error) = failedAttempt {
+            body(.attemptFailed(attempt, error: error, next: .giveUp(summary.reason)))
+        }
+        if let attempt = succeededAttempt, let value {
+            body(.attemptSucceeded(attempt, value))
+        }
+        body(.finished(summary, error: error))
+    }
+
     /// The result a completion receives: the value on success, otherwise ``error``.
+    @inlinable
     package func result<Value>(value: Value?) -> Result<Value, any Error> {
         if let value, error == nil { return .success(value) }
         return .failure(error ?? RetryError(.invalidConfiguration("internal: finished without a value or an error")))

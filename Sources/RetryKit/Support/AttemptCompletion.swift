@@ -17,28 +17,48 @@
 /// Register a cancel hook with ``onCancel(_:)`` so that cancelling the retrier (or a per-attempt timeout) also cancels
 /// the work in flight, for example a `URLSessionTask`.
 public struct AttemptCompletion<Value: Sendable>: Sendable {
-    let slot: AttemptSlot<Value>
+    /// Where the result goes: the runner itself, or a record of this one attempt.
+    @usableFromInline
+    let sink: any AttemptSink
+    /// The attempt this completion belongs to.
+    @usableFromInline
+    let attempt: RetryAttempt
 
-    package init(_ slot: AttemptSlot<Value>) {
-        self.slot = slot
+    /// A completion that reports attempt `attempt` to `sink`.
+    @usableFromInline
+    package init(sink: any AttemptSink, attempt: RetryAttempt) {
+        self.sink = sink
+        self.attempt = attempt
+    }
+
+    /// A completion for a stand-alone ``AttemptSlot``.
+    package init(_ slot: AttemptSlot<Value>, attempt: RetryAttempt = RetryAttempt(number: 1, maxAttempts: 1, elapsed: .zero)) {
+        self.init(sink: slot, attempt: attempt)
     }
 
     /// Completes the attempt with a result.
+    @inlinable
     public func callAsFunction(_ result: Result<Value, any Error>) {
-        slot.deliver(result)
+        // Inlinable, so that the switch is specialized in the caller's module: the sink receives the value already
+        // erased, and the hot path looks up no generic metadata.
+        switch result {
+        case .success(let value): sink.attemptSucceeded(SuccessValue(value), attempt)
+        case .failure(let error): sink.attemptFailed(error, attempt)
+        }
     }
 
     /// Completes the attempt in the `(Value?, Error?)` style of many legacy APIs.
     ///
     /// A non-`nil` error wins; a `nil` error with a value succeeds; `(nil, nil)` fails with
     /// ``RetryError/Reason-swift.enum/missingResult``.
+    @inlinable
     public func callAsFunction(_ value: Value?, _ error: (any Error)?) {
         if let error {
-            slot.deliver(.failure(error))
+            sink.attemptFailed(error, attempt)
         } else if let value {
-            slot.deliver(.success(value))
+            sink.attemptSucceeded(SuccessValue(value), attempt)
         } else {
-            slot.deliver(.failure(RetryError(.missingResult)))
+            sink.attemptFailed(RetryError(.missingResult), attempt)
         }
     }
 
@@ -48,17 +68,112 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
     /// already abandoned, it runs at once; if the attempt has already completed, it never runs. A later registration
     /// replaces an earlier one that has not run.
     public func onCancel(_ hook: @escaping @Sendable () -> Void) {
-        slot.setCancelHook(hook)
+        sink.setCancelHook(hook, attempt)
     }
 
     /// Whether the attempt has been abandoned (cancelled or timed out).
-    public var isCancelled: Bool { slot.isAbandoned }
+    public var isCancelled: Bool { sink.isAbandoned(attempt) }
 }
 
-/// The shared state behind one attempt's ``AttemptCompletion``: delivers the first result, reports duplicates and
-/// runs the cancel hook at most once.
-package final class AttemptSlot<Value: Sendable>: Sendable {
-    private let state = Locked(AttemptSlotState())
+/// A successful attempt's value with its type erased: a class reference, so that the runners move it around as cheaply
+/// as an error. Created where the value type is known (``AttemptCompletion``'s inlinable methods are specialized in the
+/// caller's module), and cast back to ``SuccessValue`` by whoever knows the type.
+@usableFromInline
+package class ErasedValue: @unchecked Sendable {
+    // @unchecked Sendable: immutable; the only subclass, `SuccessValue`, holds a `Sendable` value.
+    @usableFromInline
+    init() {}
+}
+
+/// A successful attempt's value.
+@usableFromInline
+package final class SuccessValue<Value: Sendable>: ErasedValue, @unchecked Sendable {
+    @usableFromInline
+    let value: Value
+
+    @usableFromInline
+    init(_ value: Value) {
+        self.value = value
+    }
+}
+
+extension ErasedValue {
+    /// The value, if it is a `Value`.
+    @inlinable
+    func value<Value: Sendable>(as type: Value.Type) -> Value? {
+        (self as? SuccessValue<Value>)?.value
+    }
+}
+
+/// What an ``AttemptCompletion`` reports to: the runner of the attempt, or a record of that one attempt.
+///
+/// Not generic on purpose: the value arrives boxed in an ``ErasedValue`` (the runner that created the completion knows
+/// its type), so that nothing on the path from the operation's `done` call to the runner needs generic metadata.
+@usableFromInline
+package protocol AttemptSink: AnyObject, Sendable {
+    /// The attempt's completion was called with a value.
+    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt)
+    /// The attempt's completion was called with an error.
+    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt)
+    /// ``AttemptCompletion/onCancel(_:)``.
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt)
+    /// ``AttemptCompletion/isCancelled``.
+    func isAbandoned(_ attempt: RetryAttempt) -> Bool
+}
+
+/// The life of one attempt's completion: called or not, abandoned or not, and the cancel hook to run if it is
+/// abandoned first. A plain value, kept under whatever lock its owner holds.
+package struct AttemptRecord: Sendable {
+    /// What a call of the completion amounts to.
+    package enum Call: Sendable {
+        /// The first call, while the attempt is current: deliver the result.
+        case deliver
+        /// The first call, after the attempt was abandoned: ignore it.
+        case ignore
+        /// Any later call.
+        case duplicate
+    }
+
+    /// The completion has been called (once or more).
+    package private(set) var called = false
+    /// The attempt was abandoned: cancelled, or timed out.
+    package private(set) var abandoned = false
+    /// The cancel hook, until it runs or can no longer run.
+    private var hook: (@Sendable () -> Void)?
+
+    package init() {}
+
+    /// The completion is called.
+    package mutating func call() -> Call {
+        if called { return .duplicate }
+        called = true
+        hook = nil
+        return abandoned ? .ignore : .deliver
+    }
+
+    /// The attempt is abandoned. Returns the hook to run (outside the lock), if there is one and the completion has
+    /// not been called.
+    package mutating func abandon() -> (@Sendable () -> Void)? {
+        guard !abandoned else { return nil }
+        abandoned = true
+        defer { hook = nil }
+        return called ? nil : hook
+    }
+
+    /// A hook is registered. Returns `true` if it must run at once (outside the lock): the attempt was already
+    /// abandoned and its completion has not been called.
+    package mutating func register(_ newHook: @escaping @Sendable () -> Void) -> Bool {
+        if called { return false }
+        if abandoned { return true }
+        hook = newHook
+        return false
+    }
+}
+
+/// A stand-alone attempt: delivers the first result to a closure, reports duplicates and runs the cancel hook at most
+/// once, behind its own lock. Used by runners that have no state of their own to keep the attempt in.
+package final class AttemptSlot<Value: Sendable>: AttemptSink {
+    private let state = Locked(AttemptRecord())
     private let onResult: @Sendable (Result<Value, any Error>) -> Void
     private let onDuplicate: @Sendable () -> Void
 
@@ -74,13 +189,7 @@ package final class AttemptSlot<Value: Sendable>: Sendable {
     }
 
     package func deliver(_ result: Result<Value, any Error>) {
-        let outcome: AttemptDeliveryOutcome = state.withLock { state in
-            if state.delivered { return .duplicate }
-            state.delivered = true
-            state.hook = nil
-            return state.abandoned ? .ignore : .deliver
-        }
-        switch outcome {
+        switch state.withLock({ $0.call() }) {
         case .deliver: onResult(result)
         case .duplicate: onDuplicate()
         case .ignore: break
@@ -89,36 +198,35 @@ package final class AttemptSlot<Value: Sendable>: Sendable {
 
     /// Marks the attempt abandoned and runs its cancel hook, if it has one and has not completed.
     package func abandon() {
-        let hook: (@Sendable () -> Void)? = state.withLock { state in
-            guard !state.abandoned else { return nil }
-            state.abandoned = true
-            defer { state.hook = nil }
-            return state.delivered ? nil : state.hook
-        }
-        hook?()
+        state.withLock { $0.abandon() }?()
     }
 
     package func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
-        let runNow: Bool = state.withLock { state in
-            if state.delivered { return false }
-            if state.abandoned { return true }
-            state.hook = hook
-            return false
-        }
-        if runNow { hook() }
+        if state.withLock({ $0.register(hook) }) { hook() }
     }
 
     package var isAbandoned: Bool { state.withLock { $0.abandoned } }
+
+    // MARK: AttemptSink
+
+    package func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
+        // Always a `Value`: only an `AttemptCompletion<Value>` reports to this slot.
+        if let value = value.value(as: Value.self) {
+            deliver(.success(value))
+        } else {
+            deliver(.failure(RetryError(.missingResult)))
+        }
+    }
+
+    package func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
+        deliver(.failure(error))
+    }
+
+    package func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
+        setCancelHook(hook)
+    }
+
+    package func isAbandoned(_ attempt: RetryAttempt) -> Bool {
+        isAbandoned
+    }
 }
-
-// Outside the generic class on purpose: a type nested in `AttemptSlot<Value>` is generic too, and unspecialized code
-// (RetryKit's callers are other modules) would look its metadata up at run time on every attempt.
-
-/// The mutable state of one ``AttemptSlot``.
-private struct AttemptSlotState {
-    var delivered = false
-    var abandoned = false
-    var hook: (@Sendable () -> Void)?
-}
-
-private enum AttemptDeliveryOutcome { case deliver, duplicate, ignore }

@@ -7,7 +7,11 @@ import Foundation
 ///
 /// Callers compute what to do inside ``withLock(_:)`` and act on it (resume continuations, run user code, cancel
 /// timers) after the lock is released.
-package final class Locked<State>: @unchecked Sendable {
+///
+/// An object whose whole mutable state it guards may subclass it (the callback runner does), which saves an allocation
+/// per object; subclasses add only immutable, `Sendable` properties.
+@usableFromInline
+package class Locked<State>: @unchecked Sendable {
     // @unchecked Sendable: every access to `state` happens while `lock` is held.
     private let lock = NSLock()
     // Exclusive access is what `lock` is for, so the runtime's dynamic exclusivity checks on every access would only
@@ -20,7 +24,7 @@ package final class Locked<State>: @unchecked Sendable {
 
     /// Runs `body` with exclusive access to the state and returns its result.
     @inline(__always)
-    package func withLock<T>(_ body: (inout State) throws -> T) rethrows -> T {
+    package final func withLock<T>(_ body: (inout State) throws -> T) rethrows -> T {
         lock.lock()
         defer { lock.unlock() }
         return try body(&state)

@@ -1,0 +1,400 @@
+// runner-load: the runner figures that are not a time per call, each beside its baseline.
+//
+//     runner-load memory  callback|async|timer|task-sleep  [count]   bytes per waiting item (VmRSS delta / count)
+//     runner-load timers  callback|dispatch|async|task-sleep [count] lateness of 1–50 ms waits, all pending at once
+//     runner-load scale   callback|hand-written [count]              wall and CPU time per retrier, 1 ms backoff
+//
+// Each invocation measures one thing in a fresh process (memory freed by an earlier measurement would otherwise be
+// reused and hide the next one) and prints one line of `key=value` pairs, which `run.sh` collects into
+// `results/load.txt` and `bench-report` turns into the table in README.md. Release builds only.
+
+import Dispatch
+import Foundation
+import RetryKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The failure every flaky operation reports (pre-boxed, as in the harness benchmarks).
+struct Flaky: Error {}
+let flaky: any Error = Flaky()
+
+// MARK: - Helpers
+
+/// Resident memory of this process in bytes, from /proc/self/status.
+func residentBytes() -> Int {
+    guard let status = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8) else { return 0 }
+    for line in status.split(separator: "\n") where line.hasPrefix("VmRSS:") {
+        let kilobytes = line.split(separator: " ").compactMap { Int($0) }.first ?? 0
+        return kilobytes * 1024
+    }
+    return 0
+}
+
+/// `DispatchTime.now()` in nanoseconds: the clock RetryKit's callback runner and Dispatch timers use.
+func uptime() -> UInt64 {
+    DispatchTime.now().uptimeNanoseconds
+}
+
+/// User plus system CPU time of this process, in nanoseconds.
+func cpuTime() -> UInt64 {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    func nanos(_ t: timeval) -> UInt64 { UInt64(t.tv_sec) * 1_000_000_000 + UInt64(t.tv_usec) * 1_000 }
+    return nanos(usage.ru_utime) + nanos(usage.ru_stime)
+}
+
+/// A thread-safe counter (the tool's own; RetryKit's lock type is internal to it).
+final class Counter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var value = 0
+
+    func increment() {
+        lock.lock()
+        value += 1
+        lock.unlock()
+    }
+
+    var count: Int {
+        lock.lock()
+        defer { lock.unlock() }
+        return value
+    }
+}
+
+/// Nanosecond timestamps written by many threads at distinct indices, read once everything has finished.
+final class Stamps: @unchecked Sendable {
+    let values: UnsafeMutableBufferPointer<UInt64>
+
+    init(count: Int) {
+        values = .allocate(capacity: count)
+        values.initialize(repeating: 0)
+    }
+
+    subscript(index: Int) -> UInt64 {
+        get { values[index] }
+        set { values[index] = newValue }
+    }
+}
+
+/// A Dispatch timer handed to its queue to arm (`DispatchSourceTimer` is not `Sendable`; it is armed on its queue
+/// only, once).
+struct TimerBox: @unchecked Sendable {
+    let source: any DispatchSourceTimer
+}
+
+/// The p-th percentile (0...100) of `sorted`.
+func percentile(_ sorted: [Double], _ p: Double) -> Double {
+    guard !sorted.isEmpty else { return .nan }
+    let rank = Int((p / 100 * Double(sorted.count - 1)).rounded())
+    return sorted[min(max(rank, 0), sorted.count - 1)]
+}
+
+func format(_ value: Double, _ digits: Int = 1) -> String {
+    String(format: "%.\(digits)f", value)
+}
+
+/// Blocks until `condition` holds, polling (for counts reached on other threads and in tasks).
+func waitUntil(timeout: Double = 120, _ condition: () -> Bool) -> Bool {
+    let deadline = Date().addingTimeInterval(timeout)
+    while !condition() {
+        if Date() > deadline { return false }
+        usleep(1_000)
+    }
+    return true
+}
+
+/// Serial queues the retriers are spread over (a few, as an app's subsystems would use).
+let queues = (0..<4).map { DispatchQueue(label: "runner-load-\($0)") }
+
+/// Lets every queue drain what was submitted before this call.
+func drainQueues() {
+    for queue in queues { queue.sync {} }
+}
+
+// MARK: - Memory
+
+/// Bytes per item waiting on a 60 s timer, `count` at once; cancels everything afterwards and waits for it to end.
+func memory(_ kind: String, count: Int) -> String {
+    let finished = Counter()
+    // Warm up: code pages, lazily initialized runtime state, the queues' threads.
+    warmUp(kind)
+
+    var handles: [RetryHandle<Int>] = []
+    var sources: [any DispatchSourceTimer] = []
+    var tasks: [Task<Void, Never>] = []
+    handles.reserveCapacity(count)
+    sources.reserveCapacity(count)
+    tasks.reserveCapacity(count)
+    let reached = Counter()
+    usleep(100_000)
+    let before = residentBytes()
+
+    switch kind {
+    case "callback":
+        for index in 0..<count {
+            handles.append(
+                retry(maxAttempts: 2, on: queues[index % queues.count]) { (_, done: AttemptCompletion<Int>) in
+                    done(.failure(flaky))
+                } strategy: { _ in
+                    .backoff(.constant(.seconds(60)))
+                } completion: { _ in
+                    finished.increment()
+                })
+        }
+        drainQueues()  // every retrier has run attempt 1 and armed its 60 s timer
+    case "timer":
+        for index in 0..<count {
+            let source = DispatchSource.makeTimerSource(queue: queues[index % queues.count])
+            source.schedule(deadline: .now() + .seconds(60), repeating: .never, leeway: .nanoseconds(0))
+            source.setEventHandler { finished.increment() }
+            source.activate()
+            sources.append(source)
+        }
+    case "async":
+        for _ in 0..<count {
+            tasks.append(
+                Task.detached {
+                    _ = try? await retry(maxAttempts: 2) { () async throws -> Int in
+                        throw flaky
+                    } strategy: { _ in
+                        reached.increment()  // the retrier now sleeps for 60 s
+                        return .backoff(.constant(.seconds(60)))
+                    }
+                    finished.increment()
+                })
+        }
+        _ = waitUntil { reached.count >= count }
+    case "task-sleep":
+        for _ in 0..<count {
+            tasks.append(
+                Task.detached {
+                    reached.increment()
+                    try? await Task.sleep(for: .seconds(60))
+                    finished.increment()
+                })
+        }
+        _ = waitUntil { reached.count >= count }
+    default:
+        return "error=unknown kind \(kind)"
+    }
+    usleep(300_000)  // let the last ones settle into their wait
+    let after = residentBytes()
+    let perItem = Double(after - before) / Double(count)
+
+    // Cancel everything and wait for it to end.
+    let cancelStart = uptime()
+    for handle in handles { handle.cancel() }
+    for source in sources { source.cancel() }
+    for task in tasks { task.cancel() }
+    let ended: Bool
+    if kind == "timer" {
+        drainQueues()
+        ended = true
+    } else {
+        ended = waitUntil { finished.count >= count }
+    }
+    let cancelNanos = uptime() - cancelStart
+    return "figure=memory kind=\(kind) count=\(count) bytes_per_item=\(format(perItem, 0)) "
+        + "rss_before_mb=\(format(Double(before) / 1_048_576)) rss_after_mb=\(format(Double(after) / 1_048_576)) "
+        + "all_ended=\(ended) cancel_ms=\(format(Double(cancelNanos) / 1e6))"
+}
+
+/// Runs a few short-lived items of `kind`, so that the measurement does not include one-time costs.
+func warmUp(_ kind: String) {
+    let group = DispatchGroup()
+    for index in 0..<200 {
+        group.enter()
+        retry(maxAttempts: 2, on: queues[index % queues.count]) { (attempt, done: AttemptCompletion<Int>) in
+            if attempt.number == 1 { done(.failure(flaky)) } else { done(.success(1)) }
+        } strategy: { _ in
+            .backoff(.constant(.milliseconds(1)))
+        } completion: { _ in
+            group.leave()
+        }
+    }
+    group.wait()
+    if kind == "async" || kind == "task-sleep" {
+        let done = DispatchSemaphore(value: 0)
+        Task.detached {
+            await withTaskGroup(of: Void.self) { tasks in
+                for _ in 0..<200 {
+                    tasks.addTask {
+                        _ = try? await retry(maxAttempts: 2) { () async throws -> Int in throw flaky } strategy: { _ in
+                            .backoff(.constant(.milliseconds(1)))
+                        }
+                    }
+                }
+            }
+            done.signal()
+        }
+        done.wait()
+    }
+}
+
+// MARK: - Timer accuracy
+
+/// The backoff of waiter `index` in milliseconds: 10–59 ms, staggered, so that all of them are armed (which takes a
+/// few milliseconds for 2,000) before the first one fires.
+func stagger(_ index: Int) -> Int { 10 + index % 50 }
+
+/// Lateness of backoff waits with `count` waiting at once: how long after (failure + delay) the next attempt starts.
+func timers(_ kind: String, count: Int) -> String {
+    let armed = Stamps(count: count)  // when the wait was chosen (the strategy ran) or the timer armed
+    let fired = Stamps(count: count)  // when the next attempt started, or the timer fired
+    let group = DispatchGroup()
+    for _ in 0..<count { group.enter() }
+    warmUp("callback")
+
+    switch kind {
+    case "callback":
+        for index in 0..<count {
+            let delay = Duration.milliseconds(stagger(index))
+            let queue = queues[index % queues.count]
+            retry(maxAttempts: 2, on: queue) { (attempt, done: AttemptCompletion<Int>) in
+                if attempt.number == 1 {
+                    done(.failure(flaky))
+                } else {
+                    fired[index] = uptime()
+                    done(.success(index))
+                }
+            } strategy: { _ in
+                armed[index] = uptime()
+                return .retryAfter(delay)
+            } completion: { _ in
+                group.leave()
+            }
+        }
+    case "dispatch":
+        var sources: [any DispatchSourceTimer] = []
+        sources.reserveCapacity(count)
+        for index in 0..<count {
+            let queue = queues[index % queues.count]
+            let source = DispatchSource.makeTimerSource(queue: queue)
+            source.setEventHandler {
+                fired[index] = uptime()
+                group.leave()
+            }
+            sources.append(source)
+            let box = TimerBox(source: source)
+            queue.async {
+                armed[index] = uptime()
+                box.source.schedule(
+                    deadline: DispatchTime(uptimeNanoseconds: armed[index] + UInt64(stagger(index)) * 1_000_000),
+                    repeating: .never, leeway: .nanoseconds(0))
+                box.source.activate()
+            }
+        }
+        group.wait()
+        for source in sources { source.cancel() }
+    case "async", "task-sleep":
+        for index in 0..<count {
+            Task.detached {
+                if kind == "async" {
+                    _ = try? await retry(maxAttempts: 2) { () async throws -> Int in
+                        if armed[index] == 0 { throw flaky }
+                        fired[index] = uptime()
+                        return index
+                    } strategy: { _ in
+                        armed[index] = uptime()
+                        return .retryAfter(.milliseconds(stagger(index)))
+                    }
+                } else {
+                    armed[index] = uptime()
+                    try? await Task.sleep(for: .milliseconds(stagger(index)))
+                    fired[index] = uptime()
+                }
+                group.leave()
+            }
+        }
+    default:
+        return "error=unknown kind \(kind)"
+    }
+    group.wait()
+
+    var lateness: [Double] = []
+    lateness.reserveCapacity(count)
+    for index in 0..<count {
+        let due = armed[index] + UInt64(stagger(index)) * 1_000_000
+        lateness.append((Double(fired[index]) - Double(due)) / 1e6)  // milliseconds; negative would be early
+    }
+    lateness.sort()
+    return "figure=timers kind=\(kind) count=\(count) p50_ms=\(format(percentile(lateness, 50), 3)) "
+        + "p99_ms=\(format(percentile(lateness, 99), 3)) max_ms=\(format(lateness.last ?? .nan, 3)) "
+        + "min_ms=\(format(lateness.first ?? .nan, 3))"
+}
+
+// MARK: - Scale
+
+/// The hand-written baseline: every attempt dispatched with `queue.async`, a failed attempt retried after 1 ms with
+/// `asyncAfter`, the handler recursing or completing.
+func handWrittenRetry(
+    attempt: Int, queue: DispatchQueue, completion: @escaping @Sendable (Result<Int, any Error>) -> Void
+) {
+    queue.async {
+        let result: Result<Int, any Error> = attempt < 3 ? .failure(flaky) : .success(attempt)
+        switch result {
+        case .failure where attempt < 3:
+            queue.asyncAfter(deadline: .now() + .milliseconds(1)) {
+                handWrittenRetry(attempt: attempt + 1, queue: queue, completion: completion)
+            }
+        default:
+            completion(result)
+        }
+    }
+}
+
+/// `count` retriers started at once, each failing twice with a 1 ms backoff: wall and CPU time per retrier.
+func scale(_ kind: String, count: Int) -> String {
+    warmUp("callback")
+    let group = DispatchGroup()
+    for _ in 0..<count { group.enter() }
+    let wallStart = uptime()
+    let cpuStart = cpuTime()
+    switch kind {
+    case "callback":
+        for index in 0..<count {
+            retry(maxAttempts: 3, on: queues[index % queues.count]) { (attempt, done: AttemptCompletion<Int>) in
+                if attempt.number < 3 { done(.failure(flaky)) } else { done(.success(attempt.number)) }
+            } strategy: { _ in
+                .backoff(.constant(.milliseconds(1)))
+            } completion: { _ in
+                group.leave()
+            }
+        }
+    case "hand-written":
+        for index in 0..<count {
+            handWrittenRetry(attempt: 1, queue: queues[index % queues.count]) { _ in group.leave() }
+        }
+    default:
+        return "error=unknown kind \(kind)"
+    }
+    group.wait()
+    let wall = Double(uptime() - wallStart)
+    let cpu = Double(cpuTime() - cpuStart)
+    return "figure=scale kind=\(kind) count=\(count) wall_ns_per_retrier=\(format(wall / Double(count), 0)) "
+        + "cpu_ns_per_retrier=\(format(cpu / Double(count), 0)) wall_ms=\(format(wall / 1e6))"
+}
+
+// MARK: - Main
+
+let arguments = CommandLine.arguments.dropFirst()
+guard arguments.count >= 2 else {
+    print(
+        "usage: runner-load memory callback|async|timer|task-sleep [count] | timers callback|dispatch|async|task-sleep "
+            + "[count] | scale callback|hand-written [count]")
+    exit(2)
+}
+let figure = arguments[arguments.startIndex]
+let kind = arguments[arguments.startIndex + 1]
+let count = arguments.count > 2 ? Int(arguments[arguments.startIndex + 2]) ?? 0 : 0
+let line: String
+switch figure {
+case "memory": line = memory(kind, count: count > 0 ? count : 100_000)
+case "timers": line = timers(kind, count: count > 0 ? count : 2_000)
+case "scale": line = scale(kind, count: count > 0 ? count : 10_000)
+default: line = "error=unknown figure \(figure)"
+}
+print(line)
+exit(line.hasPrefix("error") ? 1 : 0)
