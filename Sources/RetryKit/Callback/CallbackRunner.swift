@@ -44,7 +44,8 @@ enum ErasedOutcome: Sendable {
             self = .success(value)
         } else {
             self = .failure(
-                termination.error ?? RetryError(.invalidConfiguration("internal: finished without a value or an error")))
+                termination.error ?? RetryError(.invalidConfiguration("internal: finished without a value or an error"))
+            )
         }
     }
 }
@@ -663,7 +664,8 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
         }
     }
 
-    private static func resume(_ continuation: CheckedContinuation<ErasedValue, any Error>, with outcome: ErasedOutcome) {
+    private static func resume(_ continuation: CheckedContinuation<ErasedValue, any Error>, with outcome: ErasedOutcome)
+    {
         switch outcome {
         case .success(let value): continuation.resume(returning: value)
         case .failure(let error): continuation.resume(throwing: error)

@@ -32,7 +32,9 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
     }
 
     /// A completion for a stand-alone ``AttemptSlot``.
-    package init(_ slot: AttemptSlot<Value>, attempt: RetryAttempt = RetryAttempt(number: 1, maxAttempts: 1, elapsed: .zero)) {
+    package init(
+        _ slot: AttemptSlot<Value>, attempt: RetryAttempt = RetryAttempt(number: 1, maxAttempts: 1, elapsed: .zero)
+    ) {
         self.init(sink: slot, attempt: attempt)
     }
 
