@@ -18,7 +18,9 @@ let package = Package(
     ],
     targets: [
         // A seeded generator shared by the benchmarks and the simulation.
-        .target(name: "BenchmarkSupport", path: "Sources/BenchmarkSupport"),
+        .target(
+            name: "BenchmarkSupport", dependencies: [.product(name: "RetryKitTesting", package: "RetryKit")],
+            path: "Sources/BenchmarkSupport"),
 
         // The pure backoff core, through its public API.
         .executableTarget(
