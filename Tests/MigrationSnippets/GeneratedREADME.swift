@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:236: ReadmeVirtualTime (decl)
+// README.md:238: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 236)
+#sourceLocation(file: "README.md", line: 238)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
