@@ -32,7 +32,7 @@ extension URLSession {
     /// ## What is retried
     ///
     /// Each attempt is a `URLSessionDataTask` for `request`. A response whose status the policy treats as a failure
-    /// (``HTTPRetryPolicy/treatsAsFailure(_:for:data:now:)``: 503, 429, …) and a transport error
+    /// (``HTTPRetryPolicy/treatsAsFailure(_:for:now:)``: 503, 429, …) and a transport error
     /// fail the attempt, and the policy decides whether and when to retry; no `validate()` step is needed. Any other
     /// response (2xx, 404, …) ends the request at once. RetryKit counts the attempts (``HTTPRetryPolicy/maxAttempts``)
     /// and computes the delays, enforces ``HTTPRetryPolicy/attemptTimeout`` and ``HTTPRetryPolicy/totalTimeout``, and
@@ -93,7 +93,7 @@ extension URLSession {
         let queue = queue ?? DispatchQueue(label: "org.retrykit.http.dataTask", target: .global())
         let url = request.url
         let handle = retry(
-            configuration: policy.configuration,
+            configuration: policy.configuration(),
             on: queue,
             scheduler: DispatchTimerScheduler(),
             operation: { [self] _, done in
@@ -152,7 +152,7 @@ extension URLSession {
         let strategy = policy.strategy(for: request)
         do {
             let value = try await retry(
-                configuration: policy.configuration,
+                configuration: policy.configuration(),
                 tolerance: nil,
                 clock: ContinuousClock(),
                 isolation: isolation,
@@ -219,7 +219,7 @@ extension URLSession {
         guard let response else { return .failure(URLError(.badServerResponse)) }
         let body = data ?? Data()
         guard let http = response as? HTTPURLResponse,
-            policy.treatsAsFailure(http, for: request, data: body, now: Date())
+            policy.treatsAsFailure(http, for: request, now: Date())
         else { return .success((body, response)) }
         return .failure(HTTPStatusError(response: http, data: body))
     }
@@ -299,8 +299,8 @@ enum HTTPRetryOutcome {
     }
 
     private static func surfacing(_ error: any Error, url: URL?, cancellation: Cancellation) -> HTTPRetryOutcome {
-        if let status = error as? HTTPStatusError {
-            return .response(status.data, status.response)
+        if let status = error as? HTTPStatusError, let response = status.urlResponse {
+            return .response(status.data, response)
         }
         if error is CancellationError {
             switch cancellation {

@@ -145,7 +145,7 @@ import Testing
     @Test func cancellationIsNeverRetried() {
         var eager =
             policy
-            .adding(urlErrorCodes: [.cancelled])
+            .adding(transportFailures: [.cancelled])
             .deciding { _, _ in .backoff(.none) }
         eager.retryNonIdempotentRequests = true
         for candidate in [policy, .alamofireCompatible, eager] {
@@ -168,7 +168,7 @@ import Testing
         // RetryKit's own per-attempt timeout counts as URLError.timedOut.
         #expect(decide(error: RetryError(.attemptTimedOut, attempts: 1)) == .backoff)
         var noTimeouts = policy
-        noTimeouts.retryableURLErrorCodes.remove(.timedOut)
+        noTimeouts.retryableTransportFailures.remove(.timedOut)
         #expect(decide(noTimeouts, error: RetryError(.attemptTimedOut, attempts: 1)) == .stop)
         #expect(decide(noTimeouts, error: URLError(.timedOut)) == .stop)
     }
@@ -257,21 +257,21 @@ import Testing
                 seen.withLock {
                     $0.append("first \(context.method) \(context.statusCode ?? 0) \(StrategyKind(proposed))")
                 }
-                if context.statusCode == 423, context.request.url?.path == "/upload" {
+                if context.statusCode == 423, context.url?.path == "/upload" {
                     return .retryAfter(.seconds(2))
                 }
                 return proposed
             }
             .deciding { context, proposed in
-                let body = String(decoding: context.data, as: UTF8.self)
-                seen.withLock { $0.append("second \(StrategyKind(proposed)) \(body)") }
+                let lock = context.responseHeader("lock-token") ?? "-"
+                seen.withLock { $0.append("second \(StrategyKind(proposed)) \(lock)") }
                 return context.retryAfter == .seconds(7) ? .stop : proposed
             }
 
         let upload = makeRequest("PUT", url: URL(fileURLWithPath: "/upload"))
-        let locked = HTTPStatusError(response: makeResponse(423), data: Data("locked".utf8))
+        let locked = HTTPStatusError(response: makeResponse(423, headers: ["Lock-Token": "t1"]))
         #expect(StrategyKind(custom.decision(for: upload, error: locked, now: now)) == .retryAfter(.seconds(2)))
-        #expect(seen.withLock { $0 } == ["first PUT 423 stop", "second retryAfter(2.0 seconds) locked"])
+        #expect(seen.withLock { $0 } == ["first PUT 423 stop", "second retryAfter(2.0 seconds) t1"])
 
         let hinted = makeResponse(503, headers: ["Retry-After": "7"])
         #expect(StrategyKind(custom.decision(for: upload, response: hinted, now: now)) == .stop)
@@ -282,14 +282,48 @@ import Testing
         let seen = Locked<[String]>([])
         let recording = policy.deciding { context, proposed in
             seen.withLock {
-                $0.append("\(context.urlErrorCode?.rawValue ?? 0) \(context.isCancellation) \(context.response == nil)")
+                $0.append(
+                    "\(context.transportFailure?.rawValue ?? "-") \(context.isCancellation) \(context.statusCode ?? 0)")
             }
             return proposed
         }
         _ = recording.decision(for: makeRequest(), error: URLError(.timedOut), now: now)
         _ = recording.decision(for: makeRequest(), error: NSError(domain: NSURLErrorDomain, code: -1005), now: now)
         _ = recording.decision(for: makeRequest(), error: HTTPStatusError(response: makeResponse(500)), now: now)
-        #expect(seen.withLock { $0 } == ["-1001 false true", "-1005 false true", "0 false false"])
+        _ = recording.decision(for: makeRequest(), error: URLError(.cancelled), now: now)
+        _ = recording.decision(for: makeRequest(), error: RetryError(.attemptTimedOut, attempts: 1), now: now)
+        _ = recording.decision(for: makeRequest(), error: NSError(domain: NSURLErrorDomain, code: -1), now: now)
+        // A cancellation is never shown to custom decisions.
+        #expect(
+            seen.withLock { $0 } == [
+                "timedOut false 0", "networkConnectionLost false 0", "- false 500", "timedOut false 0",
+                "URLError(-1) false 0",
+            ])
+    }
+
+    // MARK: Any client
+
+    @Test func plainValuesDecideAsURLSessionsTypesDo() {
+        let hint: @Sendable (String) -> String? = { $0.lowercased() == "retry-after" ? "5" : nil }
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, statusCode: 503))) == .backoff)
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, statusCode: 429, responseHeader: hint)))
+                == .retryAfter(.seconds(5)))
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .post, statusCode: 503))) == .stop)
+        let keyed: @Sendable (String) -> String? = { $0 == "Idempotency-Key" ? "k1" : nil }
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .post, requestHeader: keyed, statusCode: 503)))
+                == .backoff)
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, transportFailure: .timedOut))) == .backoff)
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, transportFailure: "tls"))) == .stop)
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, transportFailure: .cancelled))) == .stop)
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .get))) == .stop)
+        // Response headers exist only with a response.
+        #expect(HTTPRetryContext(method: .get, responseHeader: hint).retryAfter == nil)
+        #expect(policy.treatsAsFailure(HTTPRetryContext(method: .get, statusCode: 503)))
+        #expect(!policy.treatsAsFailure(HTTPRetryContext(method: .get, statusCode: 404)))
     }
 
     // MARK: Which responses fail an attempt
