@@ -21,8 +21,9 @@ extension HTTPRetryPolicy {
     /// - **Returns** the first response that does not fail its attempt (``treatsAsFailure(_:)``), or the **last
     ///   response** when the retrier gives up on a failing one (attempts exhausted, the policy stops, the total timeout
     ///   or the budget refuses the next retry): a 503 after the last retry is returned, not thrown.
-    /// - **Throws** the last attempt's error when the retrier gives up on a transport error, `CancellationError` when
-    ///   the calling task is cancelled, or RetryKit's `RetryError` (an attempt RetryKit timed out, an invalid policy).
+    /// - **Throws** a `RetryError` when the retrier gives up on an error: its `reason` says why (the summary's reason:
+    ///   `.exhausted`, `.stopped(.transportFailureNotRetryable)`, `.deadlineExceeded`, `.budgetExhausted`, …), its
+    ///   `lastError` is the client's error; `CancellationError` when the calling task is cancelled.
     ///
     /// A transport error that `classify` calls ``TransportFailure/timedOut`` costs the budget's `timeoutRetryCost`.
     ///
@@ -52,6 +53,7 @@ extension HTTPRetryPolicy {
     ) async throws -> Response {
         let policy = self
         let strategy = strategy(method: method, url: url, requestHeader: requestHeader, classify: classify)
+        var summary: RetrySummary?
         do {
             return try await retry(
                 configuration: configuration(classify: classify),
@@ -70,15 +72,16 @@ extension HTTPRetryPolicy {
                     return response
                 },
                 strategy: strategy,
-                observer: observer)
+                observer: { event in
+                    if case .finished(let finished, _) = event { summary = finished }
+                    observer(event)
+                })
         } catch {
             if let response = Self.lastResponse(in: error, as: Response.self) { return response }
-            if let retryError = error as? RetryError, let last = retryError.lastError,
-                retryError.reason == .deadlineExceeded || retryError.reason == .budgetExhausted
-            {
-                throw last
+            guard let summary, summary.reason != .cancelled, (error as? RetryError)?.reason != summary.reason else {
+                throw error
             }
-            throw error
+            throw RetryError(summary.reason, lastError: error, attempts: summary.attempts, elapsed: summary.elapsed)
         }
     }
 

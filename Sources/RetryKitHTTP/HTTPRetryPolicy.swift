@@ -393,7 +393,7 @@ extension HTTPRetryPolicy {
     /// policy.decision(for: context)   // .retryAfter(.seconds(5))
     /// ```
     public func decision(for context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
-        if context.isCancellation { return .stop }
+        if context.isCancellation { return .stop(because: .requestCancelled) }
         var proposed = builtInDecision(context)
         for decision in decisions {
             proposed = decision(context, proposed)
@@ -444,17 +444,18 @@ extension HTTPRetryPolicy {
     }
 
     private func builtInDecision(_ context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
-        guard mayRepeat(context) else { return .stop }
+        guard mayRepeat(context) else { return .stop(because: .methodNotIdempotent(context.method)) }
         if let status = context.statusCode {
             if retryAfterStatusCodes.contains(status), let hint = context.retryAfter {
-                return hint <= Swift.max(maximumRetryAfter, .zero) ? .retryAfter(hint) : .stop
+                let cap = Swift.max(maximumRetryAfter, .zero)
+                return hint <= cap ? .retryAfter(hint) : .stop(because: .retryAfterBeyondCap(hint, cap: cap))
             }
-            return retryableHTTPStatusCodes.contains(status) ? .backoff(backoff) : .stop
+            return retryableHTTPStatusCodes.contains(status)
+                ? .backoff(backoff) : .stop(because: .statusNotRetryable(status))
         }
-        if let failure = context.transportFailure, failure != .cancelled, retryableTransportFailures.contains(failure) {
-            return .backoff(backoff)
-        }
-        return .stop
+        guard let failure = context.transportFailure else { return .stop(because: .notATransportFailure) }
+        if failure != .cancelled, retryableTransportFailures.contains(failure) { return .backoff(backoff) }
+        return .stop(because: .transportFailureNotRetryable(failure))
     }
 
     /// Whether repeating the request is allowed: an allowed method, an idempotency key, or the caller's opt-in.

@@ -104,7 +104,7 @@ extension URLSession {
             strategy: policy.strategy(for: request),
             observer: observer,
             completion: { result, summary in
-                switch HTTPRetryOutcome(result, url: url, cancellation: .urlError) {
+                switch HTTPRetryOutcome(result, url: url, cancellation: .urlError, summary: summary) {
                 case .response(let data, let response): completionHandler(data, response, nil, summary)
                 case .failure(let error): completionHandler(nil, nil, error, summary)
                 }
@@ -150,6 +150,7 @@ extension URLSession {
     ) async throws -> (Data, URLResponse) {
         let policy = retryPolicy
         let strategy = policy.strategy(for: request)
+        var summary: RetrySummary?
         do {
             let value = try await retry(
                 configuration: policy.configuration(),
@@ -158,10 +159,15 @@ extension URLSession {
                 isolation: isolation,
                 operation: { [self] _ in try await attempt(request, policy: policy) },
                 strategy: strategy,
-                observer: observer)
+                observer: { event in
+                    if case .finished(let finished, _) = event { summary = finished }
+                    observer(event)
+                })
             return (value.data, value.response)
         } catch {
-            switch HTTPRetryOutcome(.failure(error), url: request.url, cancellation: .cancellationError) {
+            switch HTTPRetryOutcome(
+                .failure(error), url: request.url, cancellation: .cancellationError, summary: summary)
+            {
             case .response(let data, let response): return (data, response)
             case .failure(let error): throw error
             }
@@ -289,12 +295,28 @@ enum HTTPRetryOutcome {
     /// The caller's outcome for the retrier's `result`: a failing response the retrier gave up on is returned as the
     /// response; RetryKit's timeouts become `URLError.timedOut`; a deadline or a refused retry gives the last
     /// attempt's outcome.
-    init(_ result: Result<URLSession.RetryResponse, any Error>, url: URL?, cancellation: Cancellation) {
+    ///
+    /// A `URLError` the retrier gave up on carries the give-up's `RetryError` (its reason, the attempts, the time) in
+    /// its `userInfo` under ``HTTPRetryPolicy/giveUpErrorKey``.
+    init(
+        _ result: Result<URLSession.RetryResponse, any Error>, url: URL?, cancellation: Cancellation,
+        summary: RetrySummary?
+    ) {
         switch result {
         case .success(let value):
             self = .response(value.data, value.response)
         case .failure(let error):
-            self = Self.surfacing(error, url: url, cancellation: cancellation)
+            let outcome = Self.surfacing(error, url: url, cancellation: cancellation)
+            guard case .failure(let surfaced) = outcome, let summary, let urlError = surfaced as? URLError,
+                summary.reason != .cancelled
+            else {
+                self = outcome
+                return
+            }
+            var userInfo = urlError.userInfo
+            userInfo[HTTPRetryPolicy.giveUpErrorKey] = RetryError(
+                summary.reason, lastError: error, attempts: summary.attempts, elapsed: summary.elapsed)
+            self = .failure(URLError(urlError.code, userInfo: userInfo))
         }
     }
 

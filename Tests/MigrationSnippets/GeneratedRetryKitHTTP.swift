@@ -65,9 +65,9 @@ show(load)
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:101: httpAnyClient (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:110: httpAnyClient (body)
 func httpAnyClient() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 101)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 110)
 struct Reply: Sendable {
     var status: Int
     var headers: [String: String]

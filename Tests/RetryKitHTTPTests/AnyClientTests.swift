@@ -102,14 +102,49 @@ private func send(
         #expect(created.status == 201)
     }
 
+    @Test func giveUpsSayWhyInTheFinishedEvent() async throws {
+        func reason(
+            _ steps: [Result<FakeResponse, FakeClientError>], policy: HTTPRetryPolicy = millisecondPolicy(),
+            method: HTTPMethod = .get
+        ) async -> RetryFinishReason? {
+            let events = Locked<[RetryEvent<FakeResponse>]>([])
+            _ = try? await send(FakeClient(steps), policy: policy, method: method, events: events)
+            return events.withLock { $0 }.compactMap { event -> RetryFinishReason? in
+                if case .finished(let summary, _) = event { return summary.reason }
+                return nil
+            }.first
+        }
+        #expect(await reason([.success(FakeResponse(status: 429))]) == .stopped(.statusNotRetryable))
+        #expect(await reason([.success(FakeResponse(status: 503))], method: .post) == .stopped(.methodNotIdempotent))
+        let tooLong = FakeResponse(status: 503, headers: ["Retry-After": "3600"])
+        #expect(await reason([.success(tooLong)]) == .stopped(.retryAfterBeyondCap))
+        #expect(await reason([.success(FakeResponse(status: 500))]) == .exhausted)
+        #expect(await reason([.failure(.invalidURL)]) == .stopped(.notATransportFailure))
+        var budgeted = millisecondPolicy()
+        budgeted.budget = RetryBudget(capacity: 0)
+        #expect(await reason([.success(FakeResponse(status: 500))], policy: budgeted) == .budgetExhausted)
+        var hurried = HTTPRetryPolicy()
+        hurried.totalTimeout = .seconds(1)
+        let later = FakeResponse(status: 503, headers: ["Retry-After": "30"])
+        #expect(await reason([.success(later)], policy: hurried) == .deadlineExceeded)
+    }
+
     @Test func transportErrorsAreClassifiedByTheClient() async throws {
         let flaky = FakeClient([.failure(.remoteConnectionClosed), .success(FakeResponse(status: 200))])
         #expect(try await send(flaky, policy: millisecondPolicy()).status == 200)
         #expect(flaky.requests == 2)
 
         let broken = FakeClient([.failure(.invalidURL)])
-        await #expect(throws: FakeClientError.invalidURL) { try await send(broken, policy: millisecondPolicy()) }
+        let stopped = await #expect(throws: RetryError.self) { try await send(broken, policy: millisecondPolicy()) }
+        #expect(stopped?.reason == .stopped(.notATransportFailure))
+        #expect(stopped?.lastError as? FakeClientError == .invalidURL)
         #expect(broken.requests == 1)
+
+        let down = FakeClient([.failure(.remoteConnectionClosed)])
+        let exhausted = await #expect(throws: RetryError.self) { try await send(down, policy: millisecondPolicy()) }
+        #expect(exhausted?.reason == .exhausted)
+        #expect(exhausted?.attempts == 3)
+        #expect(exhausted?.lastError as? FakeClientError == .remoteConnectionClosed)
     }
 
     @Test func aClassifiedTimeoutCostsTheBudgetsTimeoutRetryCost() async throws {
@@ -117,7 +152,9 @@ private func send(
         var policy = millisecondPolicy(retryLimit: 5, scale: 0.001)
         policy.budget = budget
         let hanging = FakeClient([.failure(.connectTimeout)])
-        await #expect(throws: FakeClientError.connectTimeout) { try await send(hanging, policy: policy) }
+        let refused = await #expect(throws: RetryError.self) { try await send(hanging, policy: policy) }
+        #expect(refused?.reason == .budgetExhausted)
+        #expect(refused?.lastError as? FakeClientError == .connectTimeout)
         #expect(hanging.requests == 2)
         #expect(budget.availableTokens == 0)
     }

@@ -301,6 +301,32 @@ import Testing
             ])
     }
 
+    @Test func everyStopSaysWhy() {
+        func stopReason(_ strategy: RetryStrategy<ContinuousClock>) -> String? {
+            if case .stop(let reason) = strategy { return "\(reason.name): \(reason.explanation)" }
+            return nil
+        }
+        let get = makeRequest()
+        #expect(
+            stopReason(policy.decision(for: get, response: makeResponse(429), now: now))
+                == "statusNotRetryable: status 429 is not retryable")
+        #expect(
+            stopReason(policy.decision(for: makeRequest("POST"), response: makeResponse(503), now: now))
+                == "methodNotIdempotent: POST is not idempotent and the request has no idempotency key")
+        #expect(
+            stopReason(policy.decision(for: get, response: makeResponse(503, headers: ["Retry-After": "61"]), now: now))
+                == "retryAfterBeyondCap: the server's Retry-After of 61.0 seconds is beyond the cap of 60.0 seconds")
+        #expect(
+            stopReason(policy.decision(for: get, error: URLError(.cannotParseResponse), now: now))
+                == "transportFailureNotRetryable: transport failure cannotParseResponse is not retryable")
+        #expect(
+            stopReason(policy.decision(for: get, error: URLError(.cancelled), now: now))
+                == "requestCancelled: the request was cancelled")
+        #expect(
+            stopReason(policy.decision(for: get, error: CocoaError(.fileNoSuchFile), now: now))?.hasPrefix(
+                "notATransportFailure") == true)
+    }
+
     // MARK: Any client
 
     @Test func plainValuesDecideAsURLSessionsTypesDo() {
