@@ -37,7 +37,8 @@ import Foundation
 ///    set. Otherwise → `RetryStrategy.stop`.
 /// 3. **A response** (a status code and a header lookup; from URLSession, an ``HTTPStatusError``):
 ///    - a status in ``retryAfterStatusCodes`` (429, 503) with a valid `Retry-After` (both forms, see ``RetryAfter``)
-///      → `RetryStrategy.retryAfter` with exactly that delay if it is at most ``maximumRetryAfter``; a longer
+///      → `RetryStrategy.retryAfter` with that delay if it is at most ``maximumRetryAfter`` (the retrier then waits
+///      up to 10% longer, see ``retryAfterSpread``, so that clients given the same hint do not return together); a longer
 ///      hint → `RetryStrategy.stop` at once, so the caller gets the response now instead of after a pointless
 ///      sleep. (A hint that ends after the retrier's total deadline also gives up at once: the core checks that.)
 ///    - otherwise a status in ``retryableHTTPStatusCodes`` → `RetryStrategy.backoff` with ``backoff``;
@@ -94,7 +95,8 @@ public struct HTTPRetryPolicy: Sendable {
 
     // MARK: Beyond Alamofire
 
-    /// The status codes whose `Retry-After` header is honoured: the retry waits exactly as long as the server asks.
+    /// The status codes whose `Retry-After` header is honoured: the retry waits as long as the server asks, spread
+    /// by ``retryAfterSpread``.
     public var retryAfterStatusCodes: Set<Int>
     /// The longest `Retry-After` the policy waits for; a longer hint gives up at once with the response. Negative
     /// counts as zero.
@@ -104,6 +106,9 @@ public struct HTTPRetryPolicy: Sendable {
     public var maximumDelay: Duration?
     /// How backoff delays are spread.
     public var jitter: Jitter
+    /// How the retries after a `Retry-After` hint are spread: never before the hinted time, never past
+    /// ``maximumRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
+    public var retryAfterSpread: RetryAfterSpread
     /// Whether a request with a method outside ``retryableHTTPMethods`` is retried when it carries a non-empty
     /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats.
     public var retryRequestsWithIdempotencyKey: Bool
@@ -157,6 +162,7 @@ public struct HTTPRetryPolicy: Sendable {
         self.maximumRetryAfter = Self.defaultMaximumRetryAfter
         self.maximumDelay = Self.defaultMaximumDelay
         self.jitter = Self.defaultJitter
+        self.retryAfterSpread = Self.defaultRetryAfterSpread
         self.retryRequestsWithIdempotencyKey = true
         self.retryNonIdempotentRequests = false
         self.attemptTimeout = nil
@@ -175,6 +181,7 @@ public struct HTTPRetryPolicy: Sendable {
         policy.jitter = .none
         policy.maximumDelay = nil
         policy.retryAfterStatusCodes = []
+        policy.retryAfterSpread = .none
         policy.retryRequestsWithIdempotencyKey = false
         return policy
     }
@@ -436,10 +443,14 @@ extension HTTPRetryPolicy {
     ) -> @Sendable (any Error) -> RetryStrategy<ContinuousClock> {
         let policy = self
         return { error in
-            policy.decision(
+            let decision = policy.decision(
                 for: HTTPRetryContext(
                     method: method, url: url, requestHeader: requestHeader, error: error, classify: classify,
                     now: now()))
+            guard case .retryAfter(let hint) = decision, policy.retryAfterSpread != .none else { return decision }
+            var generator = SystemRandomNumberGenerator()
+            let cap = Swift.max(policy.maximumRetryAfter, .zero)
+            return .retryAfter(policy.retryAfterSpread.delay(after: hint, cap: cap, using: &generator))
         }
     }
 

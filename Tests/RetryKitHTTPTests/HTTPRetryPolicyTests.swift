@@ -1,5 +1,6 @@
 import Foundation
 import RetryKitHTTP
+import RetryKitTesting
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -88,8 +89,67 @@ import Testing
     @Test func hintsUseTheInjectedClock() {
         let request = makeRequest()
         let response = makeResponse(503, headers: ["Retry-After": "Sun, 06 Nov 1994 08:49:37 GMT"])
-        let strategy = policy.strategy(for: request, now: { Date(timeIntervalSince1970: 784_111_777 - 12) })
+        var exact = policy
+        exact.retryAfterSpread = .none
+        let strategy = exact.strategy(for: request, now: { Date(timeIntervalSince1970: 784_111_777 - 12) })
         #expect(StrategyKind(strategy(HTTPStatusError(response: response))) == .retryAfter(.seconds(12)))
+    }
+
+    // MARK: Spreading retries after Retry-After (14.7)
+
+    @Test func theDefaultSpreadWaitsUpToTenPercentLongerThanTheHint() {
+        #expect(HTTPRetryPolicy.defaultRetryAfterSpread == .proportional(0.1))
+        #expect(policy.retryAfterSpread == .proportional(0.1))
+        #expect(HTTPRetryPolicy.alamofireCompatible.retryAfterSpread == .none)
+        let strategy = policy.strategy(for: makeRequest())
+        var waits: Set<Duration> = []
+        for _ in 0..<200 {
+            let hinted = HTTPStatusError(response: makeResponse(503, headers: ["Retry-After": "5"]))
+            guard case .retryAfter(let wait) = strategy(hinted) else {
+                Issue.record("not a Retry-After wait")
+                return
+            }
+            #expect(wait >= .seconds(5) && wait <= .milliseconds(5_500), "\(wait)")
+            waits.insert(wait)
+        }
+        #expect(waits.count > 150)  // spread, not lockstep
+        // The decision itself is the hint.
+        #expect(
+            StrategyKind(
+                policy.decision(
+                    for: makeRequest(), response: makeResponse(503, headers: ["Retry-After": "5"]), now: now))
+                == .retryAfter(.seconds(5)))
+    }
+
+    @Test(arguments: [
+        HTTPRetryPolicy.RetryAfterSpread.none, .proportional(0.1), .proportional(1), .proportional(7),
+        .proportional(-1), .proportional(.nan), .proportional(.infinity), .upTo(.seconds(3)), .upTo(.seconds(-3)),
+        .upTo(.seconds(Int64.max)),
+    ])
+    func spreadWaitsAreNeverBeforeTheHintNorPastTheCap(spread: HTTPRetryPolicy.RetryAfterSpread) {
+        var generator = SeededRandomNumberGenerator(seed: 0x5EED)
+        let hints: [Duration] = [
+            .zero, .nanoseconds(1), .milliseconds(1), .seconds(5), .seconds(59), .seconds(60), .seconds(61),
+            BackoffStrategy<ContinuousClock>.saturationLimit, .seconds(-1),
+        ]
+        let caps: [Duration] = [.zero, .seconds(1), .seconds(60), BackoffStrategy<ContinuousClock>.saturationLimit]
+        for hint in hints {
+            for cap in caps {
+                for _ in 0..<50 {
+                    let wait = spread.delay(after: hint, cap: cap, using: &generator)
+                    let floor = max(hint, .zero)
+                    #expect(wait >= floor, "\(spread) \(hint) \(cap): \(wait)")
+                    #expect(wait <= max(floor, cap), "\(spread) \(hint) \(cap): \(wait)")
+                }
+            }
+        }
+        // A zero hint spreads only with an absolute extra.
+        let zero = spread.delay(after: .zero, cap: .seconds(60), using: &generator)
+        if case .upTo(let d) = spread, d > .zero {
+            #expect(zero <= d)
+        } else {
+            #expect(zero == .zero)
+        }
     }
 
     // MARK: Idempotency (RFC 9110 §9.2.2)
