@@ -49,6 +49,5 @@ extension HTTPRetryPolicy {
 
     /// The default spread after a `Retry-After` hint: ``RetryAfterSpread/proportional(_:)`` with `0.1`, a
     /// retry up to 10% later than asked (5–5.5 s for `Retry-After: 5`), within ``maximumRetryAfter``.
-
     public static let defaultRetryAfterSpread: RetryAfterSpread = .proportional(0.1)
 }
