@@ -57,7 +57,10 @@ let package = Package(
         // The discrete-event simulation of the AWS "Exponential Backoff And Jitter" workload.
         .executableTarget(
             name: "jitter-sim",
-            dependencies: [.product(name: "RetryKit", package: "RetryKit"), "BenchmarkSupport"],
+            dependencies: [
+                .product(name: "RetryKit", package: "RetryKit"), .product(name: "RetryKitHTTP", package: "RetryKit"),
+                "BenchmarkSupport",
+            ],
             path: "Sources/JitterSimulation"
         ),
     ]

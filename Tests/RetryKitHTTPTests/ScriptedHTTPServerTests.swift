@@ -133,7 +133,7 @@ import Testing
         let fetched = await fetch(server.url("/reset"), in: session)
         #expect(fetched.urlErrorCode == .networkConnectionLost)
         #expect(await fetch(server.url("/reset"), in: session).status == 200)
-        #expect(HTTPRetryPolicy().retryableURLErrorCodes.contains(.networkConnectionLost))
+        #expect(HTTPRetryPolicy().retryableTransportFailures.contains(.networkConnectionLost))
     }
 
     @Test func closeWithoutReplyIsReportedAsBadServerResponse() async throws {
