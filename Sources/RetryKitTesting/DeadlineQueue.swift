@@ -1,67 +1,108 @@
 /// Pending items ordered by (deadline, order of insertion): the queue behind ``TestScheduler`` and ``TestClock``.
 ///
-/// A binary min-heap of keys beside a table of the items by id. Inserting, taking the first item and cancelling are
-/// O(log n) (cancelling is O(1) and leaves its key in the heap: a key whose item is gone is dropped when it reaches
-/// the top, and the heap is rebuilt without such keys when they outnumber the live ones). Items due at the same
-/// deadline come out first-in first-out, because the id (the insertion sequence) breaks ties.
+/// A binary min-heap of keys beside a table of slots that hold the items. Inserting and taking the first item are
+/// O(log n); removing an item by its id is O(1): it empties the item's slot (releasing the item at once) and leaves
+/// its key in the heap, dropped when it reaches the top, or when the heap is rebuilt because such keys outnumber the
+/// live ones. Items due at the same deadline come out first-in first-out: the insertion sequence breaks ties.
 ///
 /// Not thread-safe: the owners keep it inside their lock.
+/// Identifies one item inserted in a ``DeadlineQueue``: its slot and its insertion sequence (a slot is reused, a
+/// sequence never).
+struct DeadlineID: Hashable, Sendable {
+    fileprivate var slot: Int
+    fileprivate var sequence: UInt64
+}
+
 struct DeadlineQueue<Element> {
+    typealias ID = DeadlineID
+
     /// A position in the order: earlier deadline first, then earlier insertion.
     struct Key: Comparable {
         var deadline: Duration
-        var id: UInt64
+        var id: ID
 
         static func < (lhs: Key, rhs: Key) -> Bool {
-            lhs.deadline != rhs.deadline ? lhs.deadline < rhs.deadline : lhs.id < rhs.id
+            lhs.deadline != rhs.deadline ? lhs.deadline < rhs.deadline : lhs.id.sequence < rhs.id.sequence
+        }
+
+        static func == (lhs: Key, rhs: Key) -> Bool {
+            lhs.deadline == rhs.deadline && lhs.id == rhs.id
         }
     }
 
-    private var heap: [Key] = []
-    private var items: [UInt64: (deadline: Duration, element: Element)] = [:]
-    private var nextID: UInt64 = 0
+    private struct Slot {
+        var sequence: UInt64
+        var element: Element?
+    }
 
-    /// The number of items that are pending (inserted, not removed).
-    var count: Int { items.count }
+    private var heap: [Key] = []
+    private var slots: [Slot] = []
+    private var freeSlots: [Int] = []
+    private var nextSequence: UInt64 = 0
+
+    /// The number of items that are pending (inserted, neither taken nor removed).
+    private(set) var count = 0
 
     /// Whether no item is pending.
-    var isEmpty: Bool { items.isEmpty }
+    var isEmpty: Bool { count == 0 }
 
-    /// Adds `element` due at `deadline` and returns its id, which grows with every insertion.
-    mutating func insert(_ element: Element, at deadline: Duration) -> UInt64 {
-        let id = nextID
-        nextID &+= 1
-        items[id] = (deadline, element)
+    /// Adds `element` due at `deadline` and returns its id.
+    mutating func insert(_ element: Element, at deadline: Duration) -> ID {
+        let sequence = nextSequence
+        nextSequence &+= 1
+        let id: ID
+        if let slot = freeSlots.popLast() {
+            id = ID(slot: slot, sequence: sequence)
+            slots[slot] = Slot(sequence: sequence, element: element)
+        } else {
+            id = ID(slot: slots.count, sequence: sequence)
+            slots.append(Slot(sequence: sequence, element: element))
+        }
+        count += 1
         heap.append(Key(deadline: deadline, id: id))
         siftUp(heap.count - 1)
         return id
     }
 
-    /// The pending item with this id, if it has not been removed. Setting replaces the element (not its deadline).
-    subscript(id: UInt64) -> Element? {
-        get { items[id]?.element }
+    private func isPending(_ id: ID) -> Bool {
+        slots[id.slot].sequence == id.sequence && slots[id.slot].element != nil
+    }
+
+    /// The pending item with this id, if it has not been taken or removed. Setting replaces a pending element (a `nil`
+    /// or a removed item's id is ignored); the item keeps its place.
+    subscript(id: ID) -> Element? {
+        get { isPending(id) ? slots[id.slot].element : nil }
         set {
-            guard let newValue, let deadline = items[id]?.deadline else { return }
-            items[id] = (deadline, newValue)
+            guard let newValue, isPending(id) else { return }
+            slots[id.slot].element = newValue
         }
     }
 
-    /// Removes the item with this id and returns it, or `nil` if it is no longer pending. O(1) (lazily removed from
-    /// the heap).
-    mutating func remove(_ id: UInt64) -> Element? {
-        guard let removed = items.removeValue(forKey: id) else { return nil }
-        if items.isEmpty {
+    /// Removes the item with this id and returns it, or `nil` if it is no longer pending.
+    mutating func remove(_ id: ID) -> Element? {
+        guard let element = take(id) else { return nil }
+        if count == 0 {
             heap.removeAll(keepingCapacity: true)
-        } else if heap.count > 64 && heap.count > 2 * items.count {
+        } else if heap.count > 64 && heap.count > 2 * count {
             rebuild()
         }
-        return removed.element
+        return element
+    }
+
+    /// Empties a pending item's slot and returns its element.
+    private mutating func take(_ id: ID) -> Element? {
+        guard isPending(id) else { return nil }
+        let element = slots[id.slot].element
+        slots[id.slot].element = nil
+        freeSlots.append(id.slot)
+        count -= 1
+        return element
     }
 
     /// The first pending item's key, without removing it. Drops keys of removed items on the way.
     mutating func first() -> Key? {
         while let top = heap.first {
-            if items[top.id] != nil { return top }
+            if isPending(top.id) { return top }
             popTop()
         }
         return nil
@@ -73,18 +114,13 @@ struct DeadlineQueue<Element> {
         guard let key = first() else { return nil }
         if let limit, key.deadline > limit { return nil }
         popTop()
-        guard let item = items.removeValue(forKey: key.id) else { return nil }
-        return (key, item.element)
+        guard let element = take(key.id) else { return nil }
+        return (key, element)
     }
 
     /// Every pending item's key, in order. O(n log n).
     var sortedKeys: [Key] {
-        items.map { Key(deadline: $0.value.deadline, id: $0.key) }.sorted()
-    }
-
-    /// Every pending item's id and element, in no particular order.
-    var elements: some Sequence<(id: UInt64, element: Element)> {
-        items.lazy.map { (id: $0.key, element: $0.value.element) }
+        heap.filter { isPending($0.id) }.sorted()
     }
 
     // MARK: - Heap
@@ -98,7 +134,8 @@ struct DeadlineQueue<Element> {
 
     /// Keeps only the keys of pending items and restores the heap order bottom-up, O(n).
     private mutating func rebuild() {
-        heap.removeAll { items[$0.id] == nil }
+        let slots = self.slots
+        heap.removeAll { slots[$0.id.slot].sequence != $0.id.sequence || slots[$0.id.slot].element == nil }
         var index = heap.count / 2
         while index > 0 {
             index -= 1

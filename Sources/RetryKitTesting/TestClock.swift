@@ -113,8 +113,8 @@ public final class TestClock: Clock, Sendable {
         /// Pending sleepers by id; ids grow with registration, which gives the FIFO order at equal deadlines.
         var sleepers = DeadlineQueue<PendingSleeper>()
         /// Sleepers woken or cancelled before their task registered its continuation.
-        var early: [UInt64: EarlyOutcome] = [:]
-        var acknowledgements: [UInt64: WakeAcknowledgement] = [:]
+        var early: [DeadlineID: EarlyOutcome] = [:]
+        var acknowledgements: [DeadlineID: WakeAcknowledgement] = [:]
         var nextWaiterID = 0
         var countWaiters: [Int: CountWaiter] = [:]
 
@@ -173,7 +173,7 @@ public final class TestClock: Clock, Sendable {
     ///   at once.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
-        let registration: (id: UInt64, ready: [CheckedContinuation<Void, Never>])? = state.withLock { state in
+        let registration: (id: DeadlineID, ready: [CheckedContinuation<Void, Never>])? = state.withLock { state in
             let deadline = VirtualTime.clamp(deadline.offset)
             guard deadline > state.now else { return nil }
             let id = state.sleepers.insert(.registered, at: deadline)
@@ -352,7 +352,7 @@ public final class TestClock: Clock, Sendable {
     // MARK: - Waking
 
     private func wakeNext(notAfter limit: Duration?) async -> Duration? {
-        let woken: (id: UInt64, deadline: Duration, continuation: CheckedContinuation<Void, any Error>?)? =
+        let woken: (id: DeadlineID, deadline: Duration, continuation: CheckedContinuation<Void, any Error>?)? =
             state.withLock { state in
                 guard let (key, sleeper) = state.sleepers.popFirst(dueBy: limit) else { return nil }
                 state.now = Swift.max(state.now, key.deadline)
@@ -372,7 +372,7 @@ public final class TestClock: Clock, Sendable {
     }
 
     /// Called by a sleeper whose `sleep` is about to return normally.
-    private func acknowledgeWake(_ id: UInt64) {
+    private func acknowledgeWake(_ id: DeadlineID) {
         let continuation: CheckedContinuation<Void, Never>? = state.withLock { state in
             switch state.acknowledgements[id] {
             case .awaited(let continuation):
@@ -388,7 +388,7 @@ public final class TestClock: Clock, Sendable {
         continuation?.resume()
     }
 
-    private func awaitWakeAcknowledgement(_ id: UInt64) async {
+    private func awaitWakeAcknowledgement(_ id: DeadlineID) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let received: Bool = state.withLock { state in
                 if case .received = state.acknowledgements[id] {

@@ -35,7 +35,7 @@ import RetryKit
 public final class TestScheduler: RetryScheduler {
     /// Cancels one scheduled item; cancelling removes it (and releases its work) at once.
     public struct Token: RetryCancellable {
-        fileprivate let id: UInt64
+        fileprivate let id: DeadlineID
         fileprivate weak var scheduler: TestScheduler?
 
         /// Removes the item if it has not run yet.
@@ -49,7 +49,7 @@ public final class TestScheduler: RetryScheduler {
         /// Pending work in (deadline, order of scheduling) order.
         var queue = DeadlineQueue<@Sendable () -> Void>()
 
-        mutating func insert(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> UInt64 {
+        mutating func insert(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DeadlineID {
             queue.insert(work, at: VirtualTime.adding(now, Swift.max(delay, .zero)))
         }
 
@@ -129,7 +129,7 @@ public final class TestScheduler: RetryScheduler {
         }
     }
 
-    fileprivate func remove(_ id: UInt64) {
+    fileprivate func remove(_ id: DeadlineID) {
         let removed = state.withLock { $0.queue.remove(id) }
         _ = removed  // released here, outside the lock
     }
