@@ -21,7 +21,7 @@
 #
 # Environment: INSTR_N (default 2000), INSTR_RUNS (callgrind runs per (workload, N), least taken; default 1),
 # INSTR_TIMEOUT (seconds per valgrind run, default 300), INSTR_MEMORY_COUNT (default 100000),
-# INSTR_CANCEL_COUNT (default 1000), INSTR_SMOKE=1 (CI smoke: N=20, memory 2,000, cancel 100; checks that everything
+# INSTR_CANCEL_COUNT (default 1000), INSTR_NO_BUILD=1 (use the release build as it is), INSTR_SMOKE=1 (CI smoke: N=20, memory 2,000, cancel 100; checks that everything
 # runs and produces figures, prints the table, no targets enforced).
 # Exit: 0 measured (whether or not targets are met); 1 build failed; 2 usage; 3 valgrind failed or a workload did
 # not do the expected work.
@@ -52,9 +52,11 @@ mkdir -p "$work"
 die() { local code=$1; shift; echo "instructions.sh: $*" >&2; exit "$code"; }
 loadavg() { cut -d " " -f 1-3 /proc/loadavg 2>/dev/null || echo unknown; }
 
-echo "== build (release): instr-workloads, runner-load" >&2
-swift build -c release --product instr-workloads >&2 || die 1 "build failed"
-if [ "$load" = 1 ]; then swift build -c release --product runner-load >&2 || die 1 "build failed"; fi
+if [ "${INSTR_NO_BUILD:-0}" != 1 ]; then
+    echo "== build (release): instr-workloads, runner-load" >&2
+    swift build -c release --product instr-workloads >&2 || die 1 "build failed"
+    if [ "$load" = 1 ]; then swift build -c release --product runner-load >&2 || die 1 "build failed"; fi
+fi
 bin=.build/release/instr-workloads
 
 if ! command -v valgrind >/dev/null 2>&1; then

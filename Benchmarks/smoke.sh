@@ -30,7 +30,7 @@ for workload in $(.build/release/instr-workloads 2>/dev/null | sed -nE 's/^usage
 done
 if command -v valgrind >/dev/null 2>&1; then
     step "instructions.sh, short callgrind pass (INSTR_SMOKE=1, --no-load)"
-    INSTR_SMOKE=1 ./instructions.sh --no-load >/dev/null
+    INSTR_SMOKE=1 INSTR_NO_BUILD=1 ./instructions.sh --no-load >/dev/null
 else
     step "instructions.sh skipped: valgrind is not installed"
 fi
