@@ -181,10 +181,12 @@ public struct HTTPRetryPolicy: Sendable {
         retryLimit >= UInt(Int.max) ? Int.max : Int(retryLimit) + 1
     }
 
-    /// The limits and budget of a retrier running this policy.
+    /// The limits and budget of a retrier running this policy. A transport's own timeout (`URLError.timedOut`) costs
+    /// the budget's `timeoutRetryCost`, like RetryKit's attempt timeout.
     var configuration: RetryConfiguration {
         RetryConfiguration(
-            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget)
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
+            isTimeout: { HTTPRetryContext.urlErrorCode(of: $0) == .timedOut })
     }
 
     /// The backoff the policy uses for retryable statuses and errors:
@@ -503,7 +505,10 @@ public struct HTTPRetryContext: Sendable {
     /// The `URLError` code of the error: from a `URLError`, from an `NSError` in `NSURLErrorDomain`, or `.timedOut`
     /// for a RetryKit per-attempt timeout; `nil` otherwise.
     public var urlErrorCode: URLError.Code? {
-        guard let error else { return nil }
+        error.flatMap(Self.urlErrorCode(of:))
+    }
+
+    static func urlErrorCode(of error: any Error) -> URLError.Code? {
         if let urlError = error as? URLError { return urlError.code }
         if let retryError = error as? RetryError {
             return retryError.reason == .attemptTimedOut ? .timedOut : nil

@@ -304,6 +304,28 @@ import Testing
         #expect(server.requestCount(to: "/outage") == 4)
     }
 
+    @Test(arguments: RequestStyle.allCases)
+    func aTransportTimeoutCostsTheBudgetsTimeoutRetryCost(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/hang": [.neverAnswer]])
+        defer { server.stop() }
+        let session = makeSession(timeout: 1)  // URLSession's own timeout: URLError.timedOut after 1 s
+        defer { session.finishTasksAndInvalidate() }
+        // A retry costs 1 token, a retry after a timeout 10: the bucket pays for one retry after a timeout, where it
+        // would pay for ten at the plain cost.
+        let budget = RetryBudget(capacity: 10, retryCost: 1, timeoutRetryCost: 10)
+        var policy = millisecondPolicy(retryLimit: 5, scale: 0.001)
+        policy.budget = budget
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: server.url("/hang")), policy: policy, style: style, in: session, log: log)
+        #expect(result.urlErrorCode == .timedOut)
+        #expect(log.summary?.reason == .budgetExhausted)
+        #expect(log.summary?.attempts == 2)
+        #expect(budget.availableTokens == 0)
+        #expect(server.requestCount(to: "/hang") == 2)
+    }
+
     // MARK: Cancellation and timeouts
 
     @Test(arguments: RequestStyle.allCases)

@@ -9,15 +9,20 @@ package struct RetryConfiguration: Sendable {
     package var attemptTimeout: Duration?
     /// A budget shared with other retriers that must pay for every retry; `nil` for none.
     package var budget: RetryBudget?
+    /// Whether a failure is a timeout of the operation's own (a transport's timeout, say), charged to the budget like
+    /// RetryKit's attempt timeout; `nil` when only RetryKit's attempt timeout counts.
+    package var isTimeout: (@Sendable (any Error) -> Bool)?
 
     @usableFromInline
     package init(
-        maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil
+        maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil,
+        isTimeout: (@Sendable (any Error) -> Bool)? = nil
     ) {
         self.maxAttempts = maxAttempts
         self.totalTimeout = totalTimeout
         self.attemptTimeout = attemptTimeout
         self.budget = budget
+        self.isTimeout = isTimeout
     }
 
     /// A description of what is wrong, or `nil` if the configuration can run.
@@ -221,7 +226,8 @@ package struct RetryStateMachine: Sendable {
                 return finish(.deadlineExceeded, error: deadlineError(), at: now, failed: (attempt, error))
             }
             if let budget = configuration.budget {
-                let afterTimeout = (error as? RetryError)?.reason == .attemptTimedOut
+                let afterTimeout =
+                    (error as? RetryError)?.reason == .attemptTimedOut || configuration.isTimeout?(error) == true
                 guard let paid = budget.withdraw(afterTimeout: afterTimeout) else {
                     let refused = RetryError(.budgetExhausted, lastError: error, attempts: attempt.number)
                     return finish(.budgetExhausted, error: refused, at: now, failed: (attempt, error))
