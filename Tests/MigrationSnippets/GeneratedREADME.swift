@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:238: ReadmeVirtualTime (decl)
+// README.md:240: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 238)
+#sourceLocation(file: "README.md", line: 240)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

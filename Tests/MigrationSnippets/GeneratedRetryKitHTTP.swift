@@ -68,9 +68,9 @@ show(load)
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:110: httpAnyClient (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:130: httpAnyClient (body)
 func httpAnyClient() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 110)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 130)
 struct Reply: Sendable {
     var status: Int
     var headers: [String: String]
