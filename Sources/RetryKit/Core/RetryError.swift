@@ -17,7 +17,9 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
     ///
     /// A ``RetrySummary`` (``RetryFinishReason`` is this type) says how every retrier ended; a `RetryError` says why
     /// RetryKit gave up or failed an attempt. A summary's reason is never ``attemptTimedOut`` or ``missingResult``
-    /// (those fail one attempt); a `RetryError`'s is never ``succeeded``, ``exhausted`` or ``cancelled``.
+    /// (those fail one attempt). The runners never throw a `RetryError` for ``succeeded``, ``exhausted``,
+    /// ``stopped(_:)`` or ``cancelled`` (those end with the value, the operation's own error or `CancellationError`);
+    /// an adapter may wrap any give-up in one to carry its reason, as the HTTP layer does for a `URLError`.
     ///
     /// Every case has an ``explanation`` for people; ``description`` is the case's name, for logs and tests.
     ///
