@@ -181,6 +181,8 @@ struct RetrierCase: CustomStringConvertible, Sendable {
     var attemptTimeout: Duration?
     var strategy: StrategyCase
     var script: [AttemptScript]
+    /// The tolerance handed to the clock (ignored by the test clock, but it must not trap).
+    var tolerance: Duration? = nil
 
     static func generate(_ random: inout PropertyRandom) -> RetrierCase {
         let maxAttempts = random.int(mostlyIn: 1...6)
@@ -198,12 +200,13 @@ struct RetrierCase: CustomStringConvertible, Sendable {
         }
         return RetrierCase(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout,
-            strategy: StrategyCase.generate(&random), script: script)
+            strategy: StrategyCase.generate(&random), script: script,
+            tolerance: random.oneIn(2) ? nil : random.duration())
     }
 
     var description: String {
         "maxAttempts: \(maxAttempts), totalTimeout: \(exact(totalTimeout)), "
-            + "attemptTimeout: \(exact(attemptTimeout)), strategy: \(strategy), script: \(script)"
+            + "attemptTimeout: \(exact(attemptTimeout)), tolerance: \(exact(tolerance)), strategy: \(strategy), script: \(script)"
     }
 
     /// What attempt `number` does.
