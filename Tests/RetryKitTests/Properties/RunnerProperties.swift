@@ -310,9 +310,7 @@ struct PolicyCase: CustomStringConvertible, Sendable {
             text =
                 ".exponentialBackoff(initialDelay: \(exact(initial)), multiplier: \(multiplier), maxDelay: \(exact(maxDelay)), "
                 + "jitter: \(jitter), using: \(generator))"
-            chain = BackoffCase(
-                strategy: .none, description: text, cap: propertyClamp(maxDelay),
-                capModified: jitter == .full || jitter == .equal)
+            chain = BackoffCase(strategy: .none, description: text, cap: propertyClamp(maxDelay))
         case 1:
             let d = random.duration()
             policy = .constantDelay(d)
