@@ -124,13 +124,15 @@ public struct HTTPRetryPolicy: Sendable {
     /// When it expires the attempt's request is cancelled and the attempt fails with `RetryError`
     /// (`RetryError.Reason.attemptTimedOut`), which the policy decides as `URLError.timedOut`. Use this rather than
     /// `URLRequest.timeoutInterval` for short limits: URLSession on Linux truncates `timeoutInterval` to whole seconds
-    /// (0.5 fails at once). Must be positive.
+    /// (0.5 fails at once). Must be positive; longer than `BackoffStrategy.saturationLimit` (about 31.7 years)
+    /// counts as that limit.
     public var attemptTimeout: Duration?
     /// The time allowed for all attempts and waits together, measured from the start of the request; `nil` (no limit)
     /// by default.
     ///
     /// A retry whose wait would end after it (a long `Retry-After`, say) is not started: the caller gets the last
-    /// response or error at once. An attempt still running when it expires is cancelled. Must not be negative.
+    /// response or error at once. An attempt still running when it expires is cancelled. Must not be negative; longer
+    /// than `BackoffStrategy.saturationLimit` (about 31.7 years) counts as that limit.
     public var totalTimeout: Duration?
     /// A budget shared with other policies and retriers that must pay for every retry; `nil` (no budget) by default.
     ///

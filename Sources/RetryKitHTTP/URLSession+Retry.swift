@@ -60,7 +60,8 @@ extension URLSession {
     ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
     ///
     /// The summary says how the retrier ended (`summary.reason`) and how many attempts ran (`summary.attempts`);
-    /// `retryPolicy.maxAttempts - summary.attempts` is the blog's "retries left".
+    /// `retryPolicy.maxAttempts - summary.attempts` is the "retries left" of a hand-written
+    /// recursive `requestWithRetry`.
     ///
     /// ## Cancellation and timeouts
     ///

@@ -14,7 +14,8 @@ public struct RetryAttempt: Sendable, Hashable, CustomStringConvertible {
         self.elapsed = elapsed
     }
 
-    /// How many retries remain if this attempt fails: `maxAttempts − number` (the blog's "retries left").
+    /// How many retries remain if this attempt fails: `maxAttempts − number` (the "retries left" of a hand-written
+    /// recursive `requestWithRetry`).
     public var retriesLeft: Int { maxAttempts - number }
 
     public var description: String { "attempt \(number)/\(maxAttempts == .max ? "∞" : String(maxAttempts))" }

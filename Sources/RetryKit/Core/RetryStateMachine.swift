@@ -25,6 +25,21 @@ package struct RetryConfiguration: Sendable {
         self.isTimeout = isTimeout
     }
 
+    /// This configuration with both timeouts bounded by ``BackoffStrategy/saturationLimit`` (10⁹ s, about 31.7 years):
+    /// a longer timeout, up to `.seconds(Int64.max)` and beyond, counts as that limit.
+    ///
+    /// The one place where a user's timeouts are clamped, for every style: ``RetryStateMachine`` applies it to the
+    /// configuration it is created with, so that every deadline a runner computes from it (`clock.now` plus a timeout,
+    /// a `DispatchTime`, a virtual instant) stays far from overflow, and nothing converts a duration that does not
+    /// fit. Values that ``problem`` rejects (a negative total timeout, a per-attempt timeout that is not positive)
+    /// stay as they are and are still rejected.
+    package var bounded: RetryConfiguration {
+        var copy = self
+        copy.totalTimeout = totalTimeout.map(DelayMath.bounded)
+        copy.attemptTimeout = attemptTimeout.map(DelayMath.bounded)
+        return copy
+    }
+
     /// A description of what is wrong, or `nil` if the configuration can run.
     package var problem: String? {
         if maxAttempts < 1 { return "maxAttempts must be at least 1 (got \(maxAttempts))" }
@@ -160,9 +175,10 @@ package struct RetryStateMachine: Sendable {
     /// What the budget charged for the retry that led to the current attempt (`nil` for the first attempt).
     private var budgetPaid: Int?
 
+    /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
     package init(_ configuration: RetryConfiguration) {
-        self.configuration = configuration
+        self.configuration = configuration.bounded
     }
 
     /// Whether the retrier has finished.
@@ -224,7 +240,9 @@ package struct RetryStateMachine: Sendable {
         switch decision {
         case .stop(let reason):
             return finish(.stopped(reason), error: error, at: now, failed: (attempt, error))
-        case .retry(let delay):
+        case .retry(let requested):
+            // Resolved decisions are in range already; one made up by a caller of this package API is clamped too.
+            let delay = DelayMath.clamp(requested)
             if let deadline = configuration.totalTimeout, now + delay >= deadline {
                 return finish(.deadlineExceeded, error: deadlineError(at: now), at: now, failed: (attempt, error))
             }
