@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:240: ReadmeVirtualTime (decl)
+// README.md:247: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 240)
+#sourceLocation(file: "README.md", line: 247)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
