@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:298: ReadmeVirtualTime (decl)
+// README.md:305: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 298)
+#sourceLocation(file: "README.md", line: 305)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
