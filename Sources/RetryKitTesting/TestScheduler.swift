@@ -197,6 +197,7 @@ public final class TestScheduler: RetryScheduler {
         /// The real time waited.
         public let timeout: Duration
 
+        /// What went wrong and what to check, for the test's failure message.
         public var description: String {
             "TestScheduler: \(unfinishedWork) piece(s) of tracked work still running after \(timeout) of real time, at "
                 + "virtual time \(now); virtual time was not moved. Every beginTrackedWork() needs its finish(); "
@@ -250,7 +251,8 @@ public final class TestScheduler: RetryScheduler {
     /// tracked (a `DispatchQueue.async` in the code under test) is invisible to the scheduler, which cannot wait for it.
     ///
     /// - Parameter timeout: The longest real time to wait. 10 s by default: ample for work that only needs a thread.
-    /// - Throws: ``SettleTimeout`` if tracked work is still running after `timeout`.
+    /// - Throws: ``SettleTimeout`` if tracked work is still running after `timeout`; `CancellationError` if the
+    ///   waiting task is cancelled.
     public func settle(timeout: Duration = .seconds(10)) async throws {
         let clock = ContinuousClock()
         let limit = Swift.min(Swift.max(timeout, .zero), .seconds(1_000_000_000))
@@ -259,6 +261,7 @@ public final class TestScheduler: RetryScheduler {
             advance()
             let generation: UInt64? = state.withLock { $0.isSettled() ? nil : $0.generation }
             guard let generation else { return }
+            try Task.checkCancellation()
             if clock.now >= deadline {
                 throw SettleTimeout(unfinishedWork: unfinishedTrackedWork, now: now, timeout: limit)
             }
@@ -281,8 +284,8 @@ public final class TestScheduler: RetryScheduler {
     /// - Parameters:
     ///   - duration: How far to move virtual time, as in ``advance(by:)``.
     ///   - timeout: The longest real time each settling wait may take.
-    /// - Throws: ``SettleTimeout`` if tracked work is still running after `timeout`; virtual time stays where the
-    ///   wait began.
+    /// - Throws: ``SettleTimeout`` if tracked work is still running after `timeout`, `CancellationError` if the waiting
+    ///   task is cancelled; virtual time stays where the wait began.
     public func advance(by duration: Duration, settlingWithin timeout: Duration) async throws {
         let target = state.withLock { VirtualTime.adding($0.now, Swift.max(duration, .zero)) }
         while true {

@@ -110,6 +110,11 @@ struct SettlingTests {
         #expect(fired.withLock { $0 } == false)
         #expect(scheduler.now == .zero)
 
+        // A cancelled wait ends at once with CancellationError.
+        let waiting = Task { try await scheduler.settle(timeout: .seconds(60)) }
+        waiting.cancel()
+        await #expect(throws: CancellationError.self) { try await waiting.value }
+
         work.finish()
         work.finish()  // only the first call counts
         #expect(scheduler.unfinishedTrackedWork == 0)
