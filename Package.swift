@@ -23,8 +23,10 @@ let package = Package(
         .executableTarget(
             name: "retrykit-demo", dependencies: ["RetryKit", "RetryKitHTTP", "RetryKitTesting"],
             path: "Sources/RetryKitDemo"),
-        .testTarget(name: "RetryKitTests", dependencies: ["RetryKit", "RetryKitTesting"]),
-        .testTarget(name: "RetryKitHTTPTests", dependencies: ["RetryKitHTTP", "RetryKitTesting"]),
+        // Seeded property-testing support shared by the test targets (not a product).
+        .target(name: "PropertyTesting", path: "Tests/PropertyTesting"),
+        .testTarget(name: "RetryKitTests", dependencies: ["RetryKit", "RetryKitTesting", "PropertyTesting"]),
+        .testTarget(name: "RetryKitHTTPTests", dependencies: ["RetryKitHTTP", "RetryKitTesting", "PropertyTesting"]),
         .testTarget(name: "DemoTests", dependencies: ["retrykit-demo", "RetryKitTesting"]),
         // The code blocks of Migration.md, README.md and the DocC articles, extracted by scripts/check-snippets.py.
         .testTarget(

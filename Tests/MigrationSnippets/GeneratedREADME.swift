@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:254: ReadmeVirtualTime (decl)
+// README.md:256: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 254)
+#sourceLocation(file: "README.md", line: 256)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

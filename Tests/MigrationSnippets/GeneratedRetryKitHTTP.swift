@@ -64,3 +64,21 @@ func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) a
 print(load)
 #sourceLocation()
 }
+
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:127: httpAnyClient (body)
+func httpAnyClient() async throws {
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 127)
+struct Reply: Sendable {
+    var status: Int
+    var headers: [String: String]
+}
+
+func fetch(policy: HTTPRetryPolicy, send: @escaping @Sendable () async throws -> Reply) async throws -> Reply {
+    try await policy.run(
+        method: .get, statusCode: { $0.status }, responseHeader: { reply, name in reply.headers[name] },
+        classify: { TransportFailure(classifying: $0) }
+    ) { _ in try await send() }
+}
+print(fetch)
+#sourceLocation()
+}

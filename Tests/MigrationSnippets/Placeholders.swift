@@ -68,7 +68,7 @@ enum Alamofire {
             exponentialBackoffScale: Double = 0.5,
             retryableHTTPMethods: Set<HTTPMethod> = HTTPRetryPolicy.defaultRetryableHTTPMethods,
             retryableHTTPStatusCodes: Set<Int> = HTTPRetryPolicy.defaultRetryableHTTPStatusCodes,
-            retryableURLErrorCodes: Set<URLError.Code> = HTTPRetryPolicy.defaultRetryableURLErrorCodes
+            retryableURLErrorCodes: Set<URLError.Code> = []
         ) {}
     }
 

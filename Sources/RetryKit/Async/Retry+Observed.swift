@@ -49,9 +49,10 @@
 ///   - maxAttempts: The most attempts, including the first. `3` by default; below 1 throws ``RetryError``
 ///     (``RetryError/Reason-swift.enum/invalidConfiguration(_:)``) without running an attempt.
 ///   - totalTimeout: The time allowed for all attempts and waits together, or `nil` for no limit. `nil` by default.
-///     Negative throws ``RetryError`` (invalid configuration).
+///     Negative throws ``RetryError`` (invalid configuration); longer than ``BackoffStrategy/saturationLimit``
+///     (about 31.7 years) counts as that limit.
 ///   - attemptTimeout: The time one attempt may take, or `nil` for no limit. `nil` by default. Zero or negative
-///     throws ``RetryError`` (invalid configuration).
+///     throws ``RetryError`` (invalid configuration); longer than the saturation limit counts as that limit.
 ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
 ///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`).
 ///   - isolation: The actor `strategy` and `observer` run on; inherited from the caller.
