@@ -52,6 +52,13 @@ let package = Package(
             path: "Sources/RunnerLoad"
         ),
 
+        // The virtual-time test kit at scale: 100,000 items on a TestScheduler, 10,000 sleepers on a TestClock.
+        .executableTarget(
+            name: "TestKit",
+            dependencies: [.product(name: "RetryKitTesting", package: "RetryKit")],
+            path: "Sources/TestKit"
+        ),
+
         // Builds the runner table of README.md from the harness report and runner-load's output (see run.sh).
         .executableTarget(name: "bench-report", path: "Sources/BenchReport"),
 
@@ -74,7 +81,10 @@ let package = Package(
         // The discrete-event simulation of the AWS "Exponential Backoff And Jitter" workload.
         .executableTarget(
             name: "jitter-sim",
-            dependencies: [.product(name: "RetryKit", package: "RetryKit"), "BenchmarkSupport"],
+            dependencies: [
+                .product(name: "RetryKit", package: "RetryKit"), .product(name: "RetryKitHTTP", package: "RetryKit"),
+                "BenchmarkSupport",
+            ],
             path: "Sources/JitterSimulation"
         ),
     ]
