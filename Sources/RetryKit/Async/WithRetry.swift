@@ -94,7 +94,7 @@ public func withRetry<Value: Sendable, C: Clock>(
                         let number = attempt.number
                         group.addTask {
                             do {
-                                try await clock.sleep(until: deadline, tolerance: tolerance)
+                                try await AsyncRetry.sleep(until: deadline, tolerance: tolerance, clock: clock)
                             } catch {
                                 return  // the attempt ended first, or the task was cancelled
                             }
@@ -207,9 +207,13 @@ struct RetryBridgeState {
     var duplicates: [RetryAttempt] = []
 
     /// Ends the attempt with `outcome` unless it has ended already; returns the waiter to resume with it.
+    ///
+    /// An ended attempt's own record is let go: the record keeps the bridge alive (while the operation keeps its
+    /// completion), so the bridge must not keep the record once nothing can happen to the attempt through it.
     mutating func end(_ outcome: BridgeOutcome) -> UnsafeContinuation<BridgeOutcome, Never>? {
         guard !ended else { return nil }
         ended = true
+        timed = nil
         if let waiter = self.waiter {
             self.waiter = nil
             return waiter
