@@ -39,6 +39,7 @@ let package = Package(
             dependencies: [
                 .product(name: "RetryKit", package: "RetryKit"),
                 .product(name: "Benchmark", package: "benchmark"),
+                "BenchmarkSupport",
             ],
             path: "Benchmarks/Runners",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
@@ -51,13 +52,39 @@ let package = Package(
             path: "Sources/RunnerLoad"
         ),
 
+        // The virtual-time test kit at scale: 100,000 items on a TestScheduler, 10,000 sleepers on a TestClock.
+        .executableTarget(
+            name: "TestKit",
+            dependencies: [.product(name: "RetryKitTesting", package: "RetryKit")],
+            path: "Sources/TestKit"
+        ),
+
         // Builds the runner table of README.md from the harness report and runner-load's output (see run.sh).
         .executableTarget(name: "bench-report", path: "Sources/BenchReport"),
+
+        // The issue-12 workloads (RetryKit paths beside their baselines), shared by instr-workloads and alloc-check.
+        .target(
+            name: "Workloads",
+            dependencies: [.product(name: "RetryKit", package: "RetryKit"), "SeedStyleRetry"],
+            path: "Sources/Workloads"
+        ),
+        // The seed library's documented attempt loop, rewritten as a baseline (its own module, like a dependency).
+        .target(name: "SeedStyleRetry", path: "Sources/SeedStyleRetry"),
+        // One workload N times, for instructions.sh (valgrind --tool=callgrind).
+        .executableTarget(name: "instr-workloads", dependencies: ["Workloads"], path: "Sources/InstrWorkloads"),
+        // Counts the process's calls of the C allocator (Linux/glibc), for alloc-check.
+        .target(name: "MallocCounter", path: "Sources/MallocCounter"),
+        // Allocation counts per iteration asserted against limits (run by .ci/run).
+        .executableTarget(
+            name: "alloc-check", dependencies: ["Workloads", "MallocCounter"], path: "Sources/AllocCheck"),
 
         // The discrete-event simulation of the AWS "Exponential Backoff And Jitter" workload.
         .executableTarget(
             name: "jitter-sim",
-            dependencies: [.product(name: "RetryKit", package: "RetryKit"), "BenchmarkSupport"],
+            dependencies: [
+                .product(name: "RetryKit", package: "RetryKit"), .product(name: "RetryKitHTTP", package: "RetryKit"),
+                "BenchmarkSupport",
+            ],
             path: "Sources/JitterSimulation"
         ),
     ]

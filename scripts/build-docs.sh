@@ -1,6 +1,12 @@
 #!/usr/bin/env bash
-# Builds the DocC documentation of RetryKit and RetryKitHTTP with the toolchain's `docc` (no plugin, no dependency),
-# treating warnings as errors, and fails if any public symbol of the library targets lacks a doc comment.
+# Builds the DocC documentation of the three products (RetryKit, RetryKitHTTP, RetryKitTesting) with the toolchain's
+# `docc` (no plugin, no dependency), treating warnings as errors, and fails if any public symbol of the library targets
+# lacks a doc comment. Writes one archive per product and a static site that combines them:
+#
+#     scripts/build-docs.sh
+#     python3 -m http.server --directory .build-docs/docs/site 8000   # then open http://localhost:8000/documentation/
+#
+# DOCS_OUTPUT=dir puts the archives and the site in dir instead of .build-docs/docs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -33,4 +39,10 @@ for module in RetryKit RetryKitHTTP RetryKitTesting; do
     python3 scripts/check-doc-coverage.py "$dir"
     rm -rf "$dir"
 done
-echo "documentation built in $out"
+# One static site with the three products under a common landing page.
+rm -rf "$out/site"
+docc merge "$out/RetryKit.doccarchive" "$out/RetryKitHTTP.doccarchive" "$out/RetryKitTesting.doccarchive" \
+    --synthesized-landing-page-name RetryKit --output-path "$out/site" >/dev/null
+echo "documentation built in $out: one archive per product, and a static site of all three:"
+echo "    python3 -m http.server --directory $out/site 8000"
+echo "    then open http://localhost:8000/documentation/"

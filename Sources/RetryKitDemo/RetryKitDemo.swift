@@ -9,12 +9,23 @@ import RetryKitTesting
 #endif
 
 /// `swift run retrykit-demo`: every RetryKit style against a flaky endpoint on a local scripted server.
+///
+/// Every combination of flags is a meaningful run: the outcome each scenario should have is computed from the flags
+/// (with `--max-attempts 2` the flaky endpoints, which fail twice, are given up on), and the exit status says whether
+/// every scenario ended that way.
 @main
 struct RetryKitDemo {
-    struct Options {
+    /// What the command line asked for.
+    struct Options: Equatable {
         var scenarios: [Scenario] = Scenario.allCases
         var maxAttempts = 4
         var baseDelay: Duration = .milliseconds(100)
+    }
+
+    /// What to do: run the scenarios, or print the usage.
+    enum Command: Equatable {
+        case run(Options)
+        case help
     }
 
     enum Scenario: String, CaseIterable {
@@ -30,103 +41,230 @@ struct RetryKitDemo {
         }
     }
 
+    /// The exit statuses.
+    enum ExitStatus {
+        /// Every scenario ended as its flags say it should (succeeded, gave up or was cancelled).
+        static let expected: Int32 = 0
+        /// A scenario ended otherwise, or the local server could not start.
+        static let unexpected: Int32 = 1
+        /// A bad flag or value.
+        static let usage: Int32 = 2
+    }
+
+    static let maxAttemptsRange = 1...100
+    static let baseDelayRange = 0...5_000
+
     static let usage = """
         usage: retrykit-demo [SCENARIO…] [--max-attempts N] [--base-delay-ms N]
 
         Runs each style of RetryKit against a flaky endpoint on a scripted HTTP server bound to 127.0.0.1
         and prints a per-attempt timeline (attempt, outcome, chosen delay, actual wait).
 
-        scenarios: \(Scenario.allCases.map(\.rawValue).joined(separator: ", ")) (default: all)
-          --max-attempts N    attempts per retrier (default 4)
-          --base-delay-ms N   first backoff delay in ms for legacy and bridged (default 100)
+        scenarios (default: all, in this order; each at most once):
+          legacy    \(Scenario.legacy.title)
+          bridged   \(Scenario.bridged.title)
+          http      \(Scenario.http.title)
+          cancel    \(Scenario.cancel.title)
+
+        options (`--flag value` or `--flag=value`):
+          --max-attempts N    attempts per retrier, \(maxAttemptsRange.lowerBound) to \(maxAttemptsRange.upperBound) \
+        (default 4). The flaky endpoints fail twice, so
+                              below 3 the retriers give up, and with 1 the cancel scenario has no wait to cancel:
+                              the demo expects exactly that.
+          --base-delay-ms N   first backoff delay of legacy and bridged, \(baseDelayRange.lowerBound) to \
+        \(baseDelayRange.upperBound) ms (default 100);
+                              http waits as its Retry-After header says, cancel waits 2 s
+          -h, --help          print this help and exit
+
+        exit status: 0 when every scenario ended as expected for these flags, 1 when one did not,
+        2 for a bad flag or value.
         """
 
-    static func parse(_ arguments: [String]) -> Result<Options, DemoUsageError> {
+    /// Parses the arguments (without the program name). Never traps: a bad flag or value is a ``DemoUsageError``.
+    static func parse(_ arguments: [String]) -> Result<Command, DemoUsageError> {
         var options = Options()
         var chosen: [Scenario] = []
-        var iterator = arguments.makeIterator()
-        while let argument = iterator.next() {
-            switch argument {
-            case "-h", "--help":
-                return .failure(DemoUsageError(message: nil))
-            case "--max-attempts":
-                guard let value = iterator.next().flatMap(Int.init), value >= 1 else {
-                    return .failure(DemoUsageError(message: "--max-attempts takes a whole number ≥ 1"))
-                }
-                options.maxAttempts = value
-            case "--base-delay-ms":
-                guard let value = iterator.next().flatMap(Int.init), value >= 0, value <= 5_000 else {
-                    return .failure(DemoUsageError(message: "--base-delay-ms takes a whole number from 0 to 5000"))
-                }
-                options.baseDelay = .milliseconds(value)
-            default:
+        var index = arguments.startIndex
+        while index < arguments.endIndex {
+            let argument = arguments[index]
+            index += 1
+            if argument == "-h" || argument == "--help" { return .success(.help) }
+            guard argument.hasPrefix("-") else {
                 guard let scenario = Scenario(rawValue: argument) else {
-                    return .failure(DemoUsageError(message: "unknown scenario or option: \(argument)"))
+                    return .failure(DemoUsageError("unknown scenario '\(argument)'"))
                 }
-                chosen.append(scenario)
+                if !chosen.contains(scenario) { chosen.append(scenario) }
+                continue
+            }
+            // `--flag=value` or `--flag value`.
+            let flag: String
+            let value: String?
+            if let equals = argument.firstIndex(of: "=") {
+                flag = String(argument[..<equals])
+                value = String(argument[argument.index(after: equals)...])
+            } else {
+                flag = argument
+                value = index < arguments.endIndex ? arguments[index] : nil
+                if value != nil { index += 1 }
+            }
+            switch flag {
+            case "--max-attempts":
+                guard let number = wholeNumber(value, in: maxAttemptsRange) else {
+                    return .failure(DemoUsageError(flag, value, expects: maxAttemptsRange))
+                }
+                options.maxAttempts = number
+            case "--base-delay-ms":
+                guard let number = wholeNumber(value, in: baseDelayRange) else {
+                    return .failure(DemoUsageError(flag, value, expects: baseDelayRange))
+                }
+                options.baseDelay = .milliseconds(number)
+            default:
+                return .failure(DemoUsageError("unknown option '\(flag)'"))
             }
         }
-        if !chosen.isEmpty { options.scenarios = chosen }
-        return .success(options)
+        if !chosen.isEmpty {
+            options.scenarios = Scenario.allCases.filter(chosen.contains)
+        }
+        return .success(.run(options))
+    }
+
+    private static func wholeNumber(_ text: String?, in range: ClosedRange<Int>) -> Int? {
+        guard let text, let number = Int(text), range.contains(number) else { return nil }
+        return number
     }
 
     static func main() async {
-        let options: Options
         switch parse(Array(CommandLine.arguments.dropFirst())) {
-        case .success(let parsed):
-            options = parsed
-        case .failure(let error):
-            if let message = error.message {
-                FileHandle.standardError.write(Data("retrykit-demo: \(message)\n\n\(usage)\n".utf8))
-                exit(2)
-            }
+        case .success(.help):
             print(usage)
             exit(0)
+        case .failure(let error):
+            FileHandle.standardError.write(Data("retrykit-demo: \(error.message) (see --help)\n".utf8))
+            exit(ExitStatus.usage)
+        case .success(.run(let options)):
+            exit(await run(options))
         }
+    }
 
+    /// Runs the scenarios and returns the exit status.
+    static func run(_ options: Options) async -> Int32 {
         let server: ScriptedHTTPServer
         do {
             server = try ScriptedHTTPServer()
         } catch {
             FileHandle.standardError.write(Data("retrykit-demo: cannot start the local server: \(error)\n".utf8))
-            exit(1)
+            return ExitStatus.unexpected
         }
         defer { server.stop() }
-        print("Scripted HTTP server on \(server.baseURL)\n")
+        print("Scripted HTTP server on \(server.baseURL), at most \(options.maxAttempts) attempts per retrier\n")
 
         let demo = Demo(server: server, options: options)
         var failures: [String] = []
         for scenario in options.scenarios {
             print("▶ \(scenario.rawValue): \(scenario.title)")
-            let expected = await demo.run(scenario)
-            print(expected ? "" : "  ✗ unexpected outcome\n")
-            if !expected { failures.append(scenario.rawValue) }
+            let expected = demo.expectedOutcome(of: scenario)
+            print("  expected: \(expected)")
+            let outcome = await demo.run(scenario)
+            if outcome == expected {
+                print("  ✓ \(outcome), as expected\n")
+            } else {
+                print("  ✗ \(outcome), expected \(expected)\n")
+                failures.append(scenario.rawValue)
+            }
         }
         if !failures.isEmpty {
             print("unexpected outcomes in: \(failures.joined(separator: ", "))")
-            exit(1)
+            return ExitStatus.unexpected
+        }
+        print("every scenario ended as expected")
+        return ExitStatus.expected
+    }
+}
+
+/// A bad command line, described in one line.
+struct DemoUsageError: Error, Equatable {
+    let message: String
+
+    init(_ message: String) {
+        self.message = message
+    }
+
+    init(_ flag: String, _ value: String?, expects range: ClosedRange<Int>) {
+        let expectation = "a whole number from \(range.lowerBound) to \(range.upperBound)"
+        if let value {
+            self.init("\(flag) takes \(expectation), not '\(value)'")
+        } else {
+            self.init("\(flag) takes \(expectation)")
         }
     }
 }
 
-struct DemoUsageError: Error {
-    let message: String?
+/// How a scenario ended: the retrier's result and how many requests the server received.
+struct Outcome: Equatable, CustomStringConvertible {
+    enum Ending: String {
+        case succeeded
+        case gaveUp = "gave up"
+        case cancelled
+    }
+
+    let ending: Ending
+    let requests: Int
+
+    var description: String {
+        "\(ending.rawValue) after \(requests) request\(requests == 1 ? "" : "s")"
+    }
 }
 
-/// The scenarios. Each returns whether it ended as the demo expects.
+/// The scenarios. Each reports how it ended, to compare with ``expectedOutcome(of:)``.
 struct Demo: Sendable {
     let server: ScriptedHTTPServer
     let options: RetryKitDemo.Options
     let client = LegacyClient(session: URLSession(configuration: .ephemeral))
     let queue = DispatchQueue(label: "retrykit-demo")
 
-    func run(_ scenario: RetryKitDemo.Scenario) async -> Bool {
+    /// The failures each scenario's endpoint answers with before it succeeds (the cancel scenario's never does).
+    static let failuresBeforeSuccess = 2
+
+    /// How `scenario` should end with these options.
+    func expectedOutcome(of scenario: RetryKitDemo.Scenario) -> Outcome {
+        Self.expectedOutcome(of: scenario, maxAttempts: options.maxAttempts)
+    }
+
+    /// How `scenario` should end when each retrier may make `attempts` attempts.
+    static func expectedOutcome(of scenario: RetryKitDemo.Scenario, maxAttempts attempts: Int) -> Outcome {
         switch scenario {
-        case .legacy: return await legacy()
-        case .bridged: return await bridged()
-        case .http: return await http()
-        case .cancel: return await cancel()
+        case .legacy, .bridged, .http:
+            let needed = failuresBeforeSuccess + 1
+            return attempts >= needed
+                ? Outcome(ending: .succeeded, requests: needed) : Outcome(ending: .gaveUp, requests: attempts)
+        case .cancel:
+            // The first attempt fails; with a retry left, the retrier waits 2 s and is cancelled during the wait.
+            return Outcome(ending: attempts >= 2 ? .cancelled : .gaveUp, requests: 1)
         }
+    }
+
+    func run(_ scenario: RetryKitDemo.Scenario) async -> Outcome {
+        let ending: Outcome.Ending
+        let path: String
+        switch scenario {
+        case .legacy:
+            path = "/legacy/weather"
+            ending = await legacy(path)
+        case .bridged:
+            path = "/bridged/weather"
+            ending = await bridged(path)
+        case .http:
+            path = "/http/forecast"
+            ending = await http(path)
+        case .cancel:
+            path = "/cancel/always-503"
+            ending = await cancel(path)
+        }
+        return Outcome(ending: ending, requests: server.requestCount(to: path))
+    }
+
+    private static func ending(of error: any Error) -> Outcome.Ending {
+        error is CancellationError ? .cancelled : .gaveUp
     }
 
     private var backoff: BackoffStrategy<ContinuousClock> {
@@ -141,12 +279,13 @@ struct Demo: Sendable {
         return url
     }
 
-    private func legacy() async -> Bool {
-        let url = flakyURL("/legacy/weather")
+    private func legacy(_ path: String) async -> Outcome.Ending {
+        let url = flakyURL(path)
         let timeline = Timeline()
         let client = self.client
         let backoff = self.backoff
-        let handle: RetryHandle<String> = retry(maxAttempts: options.maxAttempts, on: queue) { attempt, done in
+        let maxAttempts = options.maxAttempts
+        let handle: RetryHandle<String> = retry(maxAttempts: maxAttempts, on: queue) { attempt, done in
             let task = client.fetchText(url) { text, error in done(text, error) }
             done.onCancel { task.cancel() }
         } strategy: { _ in
@@ -156,13 +295,19 @@ struct Demo: Sendable {
         } completion: { _, summary in
             print(
                 "  completion on the retrier's queue: \(summary.reason), retries left: "
-                    + "\(options.maxAttempts - summary.attempts)")
+                    + "\(maxAttempts - summary.attempts)")
         }
-        return (try? await handle.value) == "sunny"
+        do {
+            let text = try await handle.value
+            print("  value: \"\(text)\"")
+            return .succeeded
+        } catch {
+            return Self.ending(of: error)
+        }
     }
 
-    private func bridged() async -> Bool {
-        let url = flakyURL("/bridged/weather")
+    private func bridged(_ path: String) async -> Outcome.Ending {
+        let url = flakyURL(path)
         let timeline = Timeline()
         let client = self.client
         do {
@@ -174,20 +319,21 @@ struct Demo: Sendable {
             } observer: { event in
                 timeline.observe(event)
             }
-            return text == "sunny"
+            print("  value: \"\(text)\"")
+            return .succeeded
         } catch {
-            return false
+            print("  error: \(Timeline.describe(error))")
+            return Self.ending(of: error)
         }
     }
 
-    private func http() async -> Bool {
-        let path = "/http/forecast"
+    private func http(_ path: String) async -> Outcome.Ending {
         server.script(path, [.respond(429, headers: ["Retry-After": "1"]), .respond(503), .respond(200, body: "rain")])
         var request = URLRequest(url: server.url(path))
         request.httpMethod = "GET"
         print("  GET \(path): 429 with Retry-After: 1, then 503, then 200")
         var policy = HTTPRetryPolicy()  // Alamofire's defaults + Retry-After, full jitter, 30 s cap
-        policy.retryLimit = UInt(max(options.maxAttempts - 1, 0))
+        policy.retryLimit = UInt(options.maxAttempts - 1)
         policy.exponentialBackoffScale = 0.1
         let timeline = Timeline(describe: { error in
             if let status = error as? HTTPStatusError { return "HTTP \(status.statusCode)" }
@@ -197,17 +343,17 @@ struct Demo: Sendable {
             let (data, response) = try await client.session.data(for: request, retryPolicy: policy) { event in
                 timeline.observe(event)
             }
+            // When the retrier gives up on a failing status, the last response is the result.
             let status = (response as? HTTPURLResponse)?.statusCode ?? 0
             print("  response: HTTP \(status), body \"\(String(decoding: data, as: UTF8.self))\"")
-            return status == 200
+            return (200..<300).contains(status) ? .succeeded : .gaveUp
         } catch {
-            print("  error: \(error)")
-            return false
+            print("  error: \(Timeline.describe(error))")
+            return Self.ending(of: error)
         }
     }
 
-    private func cancel() async -> Bool {
-        let path = "/cancel/always-503"
+    private func cancel(_ path: String) async -> Outcome.Ending {
         server.script(path, [.respond(503)])
         let url = server.url(path)
         print("  GET \(url.path): always 503; backoff 2 s; cancel() 300 ms into the first wait")
@@ -233,16 +379,16 @@ struct Demo: Sendable {
                 handle?.cancel()
             }
         } completion: { result, _ in
-            let since = box.withLock { $0.cancelledAt }.map { Timeline.ms($0.duration(to: .now)) } ?? "?"
+            let since = box.withLock { $0.cancelledAt }.map { Timeline.ms($0.duration(to: .now)) + " after cancel()" }
             let outcome = (try? result.get()) ?? "\(result)"
-            print("  completion: \(outcome), \(since) after cancel()")
+            print("  completion: \(outcome)\(since.map { ", \($0)" } ?? "")")
         }
         box.withLock { $0.handle = handle }
         do {
             _ = try await handle.value
-            return false
+            return .succeeded
         } catch {
-            return error is CancellationError
+            return Self.ending(of: error)
         }
     }
 }

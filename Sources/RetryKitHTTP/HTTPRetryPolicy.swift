@@ -7,7 +7,9 @@ import Foundation
 /// Which failed HTTP attempts to retry and how long to wait: Alamofire's `RetryPolicy` parameters and defaults, plus
 /// `Retry-After`, jitter, a delay cap and idempotency rules.
 ///
-/// The policy is a value. It decides; it does not count attempts or compute delays. For each failed attempt it picks a
+/// The policy is a value. It decides from plain values any HTTP client can supply (``HTTPRetryContext``: the method,
+/// the status, header lookups, a ``TransportFailure``); URLSession support (and ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:attempt:)``
+/// for any other client) adapts a client's types to them. It decides; it does not count attempts or compute delays. For each failed attempt it picks a
 /// `RetryStrategy`: `RetryStrategy.backoff` with ``backoff``, `RetryStrategy.retryAfter` with the
 /// server's hint, or `RetryStrategy.stop`. RetryKit's core counts attempts (``maxAttempts`` = ``retryLimit`` + 1)
 /// and turns the strategy into a delay.
@@ -33,16 +35,18 @@ import Foundation
 /// 2. **The method must be safe to repeat** (RFC 9110 §9.2.2): it is in ``retryableHTTPMethods``, or the request has
 ///    an `Idempotency-Key` header (when ``retryRequestsWithIdempotencyKey``), or ``retryNonIdempotentRequests`` is
 ///    set. Otherwise → `RetryStrategy.stop`.
-/// 3. **A response** (``HTTPStatusError``, or ``decision(for:response:data:now:)``):
+/// 3. **A response** (a status code and a header lookup; from URLSession, an ``HTTPStatusError``):
 ///    - a status in ``retryAfterStatusCodes`` (429, 503) with a valid `Retry-After` (both forms, see ``RetryAfter``)
-///      → `RetryStrategy.retryAfter` with exactly that delay if it is at most ``maximumRetryAfter``; a longer
+///      → `RetryStrategy.retryAfter` with that delay if it is at most ``maximumRetryAfter`` (the retrier then waits
+///      up to 10% longer, see ``retryAfterSpread``, so that clients given the same hint do not return together); a longer
 ///      hint → `RetryStrategy.stop` at once, so the caller gets the response now instead of after a pointless
 ///      sleep. (A hint that ends after the retrier's total deadline also gives up at once: the core checks that.)
 ///    - otherwise a status in ``retryableHTTPStatusCodes`` → `RetryStrategy.backoff` with ``backoff``;
 ///    - anything else → `RetryStrategy.stop`. So 429 without a usable hint is not retried, as in Alamofire.
-/// 4. **An error**: a `URLError` (or `NSURLErrorDomain` `NSError`) whose code is in ``retryableURLErrorCodes`` →
-///    `RetryStrategy.backoff`. A RetryKit per-attempt timeout (`RetryError.Reason.attemptTimedOut`)
-///    counts as `URLError.timedOut`. Any other error → `RetryStrategy.stop`.
+/// 4. **A transport failure** in ``retryableTransportFailures`` → `RetryStrategy.backoff`. URLSession's errors are
+///    classified by their `URLError` code (``TransportFailure/init(classifying:)``); a RetryKit per-attempt timeout
+///    (`RetryError.Reason.attemptTimedOut`) counts as ``TransportFailure/timedOut``. Any other error →
+///    `RetryStrategy.stop`.
 /// 5. **Custom decisions** added with ``deciding(_:)`` run last, in the order added, each receiving the previous
 ///    proposal; they can override anything except step 1.
 ///
@@ -85,12 +89,14 @@ public struct HTTPRetryPolicy: Sendable {
     public var retryableHTTPMethods: Set<HTTPMethod>
     /// The status codes that are retried with the backoff.
     public var retryableHTTPStatusCodes: Set<Int>
-    /// The `URLError` codes that are retried with the backoff. `URLError.cancelled` is never retried, even if added.
-    public var retryableURLErrorCodes: Set<URLError.Code>
+    /// The transport failures that are retried with the backoff (Alamofire's `retryableURLErrorCodes`, by name).
+    /// ``TransportFailure/cancelled`` is never retried, even if added.
+    public var retryableTransportFailures: Set<TransportFailure>
 
     // MARK: Beyond Alamofire
 
-    /// The status codes whose `Retry-After` header is honoured: the retry waits exactly as long as the server asks.
+    /// The status codes whose `Retry-After` header is honoured: the retry waits as long as the server asks, spread
+    /// by ``retryAfterSpread``.
     public var retryAfterStatusCodes: Set<Int>
     /// The longest `Retry-After` the policy waits for; a longer hint gives up at once with the response. Negative
     /// counts as zero.
@@ -100,6 +106,9 @@ public struct HTTPRetryPolicy: Sendable {
     public var maximumDelay: Duration?
     /// How backoff delays are spread.
     public var jitter: Jitter
+    /// How the retries after a `Retry-After` hint are spread: never before the hinted time, never past
+    /// ``maximumRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
+    public var retryAfterSpread: RetryAfterSpread
     /// Whether a request with a method outside ``retryableHTTPMethods`` is retried when it carries a non-empty
     /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats.
     public var retryRequestsWithIdempotencyKey: Bool
@@ -115,13 +124,15 @@ public struct HTTPRetryPolicy: Sendable {
     /// When it expires the attempt's request is cancelled and the attempt fails with `RetryError`
     /// (`RetryError.Reason.attemptTimedOut`), which the policy decides as `URLError.timedOut`. Use this rather than
     /// `URLRequest.timeoutInterval` for short limits: URLSession on Linux truncates `timeoutInterval` to whole seconds
-    /// (0.5 fails at once). Must be positive.
+    /// (0.5 fails at once). Must be positive; longer than `BackoffStrategy.saturationLimit` (about 31.7 years)
+    /// counts as that limit.
     public var attemptTimeout: Duration?
     /// The time allowed for all attempts and waits together, measured from the start of the request; `nil` (no limit)
     /// by default.
     ///
     /// A retry whose wait would end after it (a long `Retry-After`, say) is not started: the caller gets the last
-    /// response or error at once. An attempt still running when it expires is cancelled. Must not be negative.
+    /// response or error at once. An attempt still running when it expires is cancelled. Must not be negative; longer
+    /// than `BackoffStrategy.saturationLimit` (about 31.7 years) counts as that limit.
     public var totalTimeout: Duration?
     /// A budget shared with other policies and retriers that must pay for every retry; `nil` (no budget) by default.
     ///
@@ -141,18 +152,19 @@ public struct HTTPRetryPolicy: Sendable {
         exponentialBackoffScale: Double = defaultExponentialBackoffScale,
         retryableHTTPMethods: Set<HTTPMethod> = defaultRetryableHTTPMethods,
         retryableHTTPStatusCodes: Set<Int> = defaultRetryableHTTPStatusCodes,
-        retryableURLErrorCodes: Set<URLError.Code> = defaultRetryableURLErrorCodes
+        retryableTransportFailures: Set<TransportFailure> = defaultRetryableTransportFailures
     ) {
         self.retryLimit = retryLimit
         self.exponentialBackoffBase = exponentialBackoffBase
         self.exponentialBackoffScale = exponentialBackoffScale
         self.retryableHTTPMethods = retryableHTTPMethods
         self.retryableHTTPStatusCodes = retryableHTTPStatusCodes
-        self.retryableURLErrorCodes = retryableURLErrorCodes
+        self.retryableTransportFailures = retryableTransportFailures
         self.retryAfterStatusCodes = Self.defaultRetryAfterStatusCodes
         self.maximumRetryAfter = Self.defaultMaximumRetryAfter
         self.maximumDelay = Self.defaultMaximumDelay
         self.jitter = Self.defaultJitter
+        self.retryAfterSpread = Self.defaultRetryAfterSpread
         self.retryRequestsWithIdempotencyKey = true
         self.retryNonIdempotentRequests = false
         self.attemptTimeout = nil
@@ -171,6 +183,7 @@ public struct HTTPRetryPolicy: Sendable {
         policy.jitter = .none
         policy.maximumDelay = nil
         policy.retryAfterStatusCodes = []
+        policy.retryAfterSpread = .none
         policy.retryRequestsWithIdempotencyKey = false
         return policy
     }
@@ -181,10 +194,15 @@ public struct HTTPRetryPolicy: Sendable {
         retryLimit >= UInt(Int.max) ? Int.max : Int(retryLimit) + 1
     }
 
-    /// The limits and budget of a retrier running this policy.
-    var configuration: RetryConfiguration {
+    /// The limits and budget of a retrier running this policy. A transport's own timeout (what `classify` calls
+    /// ``TransportFailure/timedOut``: `URLError.timedOut` by default) costs the budget's `timeoutRetryCost`, like
+    /// RetryKit's attempt timeout.
+    func configuration(
+        classify: @escaping @Sendable (any Error) -> TransportFailure? = { TransportFailure(classifying: $0) }
+    ) -> RetryConfiguration {
         RetryConfiguration(
-            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget)
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
+            isTimeout: { !($0 is HTTPStatusError) && classify($0) == .timedOut })
     }
 
     /// The backoff the policy uses for retryable statuses and errors:
@@ -261,9 +279,9 @@ extension HTTPRetryPolicy {
     /// The name of the header that marks a non-idempotent request as safe to repeat: `Idempotency-Key`.
     public static let idempotencyKeyHeader = "Idempotency-Key"
 
-    /// The `URLError` codes retried by default: the 18 codes Alamofire's `RetryPolicy` enables. The codes it leaves
-    /// out are listed as comments with the reason.
-    public static let defaultRetryableURLErrorCodes: Set<URLError.Code> = [
+    /// The transport failures retried by default: the 18 `URLError` codes Alamofire's `RetryPolicy` enables, by name.
+    /// The codes it leaves out are listed as comments with the reason.
+    public static let defaultRetryableTransportFailures: Set<TransportFailure> = [
         // Retried: conditions that can clear up while the app keeps running.
         .backgroundSessionInUseByAnotherProcess,  // the other process may release the background session
         .backgroundSessionWasDisconnected,  // the app was suspended mid-transfer; once it runs again it can resume
@@ -332,10 +350,15 @@ extension HTTPRetryPolicy {
         return copy
     }
 
-    /// A copy that also retries `urlErrorCodes` with the backoff (`URLError.cancelled` is still never retried).
-    public func adding(urlErrorCodes: Set<URLError.Code>) -> HTTPRetryPolicy {
+    /// A copy that also retries `transportFailures` with the backoff (``TransportFailure/cancelled`` is still never
+    /// retried).
+    ///
+    /// ```swift
+    /// let lenient = policy.adding(transportFailures: [TransportFailure(.cannotParseResponse), "connectionReset"])
+    /// ```
+    public func adding(transportFailures: Set<TransportFailure>) -> HTTPRetryPolicy {
         var copy = self
-        copy.retryableURLErrorCodes.formUnion(urlErrorCodes)
+        copy.retryableTransportFailures.formUnion(transportFailures)
         return copy
     }
 
@@ -354,7 +377,7 @@ extension HTTPRetryPolicy {
     /// ```swift
     /// let policy = HTTPRetryPolicy().deciding { context, proposed in
     ///     // Our upload endpoint answers 423 while a previous upload is being processed.
-    ///     if context.statusCode == 423, context.request.url?.path == "/upload" { return .retryAfter(.seconds(2)) }
+    ///     if context.statusCode == 423, context.url?.path == "/upload" { return .retryAfter(.seconds(2)) }
     ///     return proposed
     /// }
     /// ```
@@ -368,73 +391,18 @@ extension HTTPRetryPolicy {
 // MARK: - Decisions
 
 extension HTTPRetryPolicy {
-    /// The strategy for an attempt of `request` that ended with `response`.
+    /// The strategy for a failed attempt described by `context`: the policy's one decision, from plain values any
+    /// HTTP client can supply.
     ///
-    /// Pure: the result depends only on the arguments and the policy (and on custom decisions, if they are pure).
+    /// Pure: the result depends only on `context` and the policy (and on custom decisions, if they are pure).
     ///
-    /// - Parameters:
-    ///   - request: The request; its method and `Idempotency-Key` header are read.
-    ///   - response: The response; its status and `Retry-After` header are read.
-    ///   - data: The response body, passed on to custom decisions.
-    ///   - now: The current time, for `Retry-After` dates.
-    public func decision(
-        for request: URLRequest, response: HTTPURLResponse, data: Data = Data(), now: Date
-    ) -> RetryStrategy<ContinuousClock> {
-        decide(HTTPRetryContext(request: request, response: response, data: data, error: nil, now: now))
-    }
-
-    /// The strategy for an attempt of `request` that failed with `error`.
-    ///
-    /// An ``HTTPStatusError`` is decided as its response. Pure, like ``decision(for:response:data:now:)``.
-    public func decision(for request: URLRequest, error: any Error, now: Date) -> RetryStrategy<ContinuousClock> {
-        if let status = error as? HTTPStatusError {
-            return decide(
-                HTTPRetryContext(request: request, response: status.response, data: status.data, error: error, now: now)
-            )
-        }
-        return decide(HTTPRetryContext(request: request, response: nil, data: Data(), error: error, now: now))
-    }
-
-    /// Whether `response` fails its attempt, so that a retrier sees it as an ``HTTPStatusError`` and the policy decides
-    /// whether to retry it.
-    ///
-    /// A response fails its attempt when its status is in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``,
-    /// or when the policy (custom decisions included) would retry it, as it might retry a 409 for one endpoint. Any
-    /// other response (200, 404, …) is the attempt's successful result: it is final and never retried. A failing
-    /// response may still not be retried (a `POST` without an `Idempotency-Key`, a `Retry-After` beyond
-    /// ``maximumRetryAfter``): the retrier then stops, and `URLSession`'s retrying methods hand that response to the
-    /// caller.
-    ///
-    /// - Parameters:
-    ///   - response: The response of the attempt.
-    ///   - request: The request; its method and `Idempotency-Key` header are read.
-    ///   - data: The response body, passed on to custom decisions.
-    ///   - now: The current time, for `Retry-After` dates.
-    public func treatsAsFailure(
-        _ response: HTTPURLResponse, for request: URLRequest, data: Data = Data(), now: Date
-    ) -> Bool {
-        let status = response.statusCode
-        if retryableHTTPStatusCodes.contains(status) || retryAfterStatusCodes.contains(status) { return true }
-        if case .stop = decision(for: request, response: response, data: data, now: now) { return false }
-        return true
-    }
-
-    /// The policy as a RetryKit strategy closure for `request`: give it to a runner together with ``maxAttempts``.
-    ///
-    /// Retryable responses reach the closure as ``HTTPStatusError``s; every other failure as its error.
-    ///
-    /// - Parameters:
-    ///   - request: The request being retried.
-    ///   - now: The clock for `Retry-After` dates; the system time by default.
-    public func strategy(
-        for request: URLRequest, now: @escaping @Sendable () -> Date = { Date() }
-    ) -> @Sendable (any Error) -> RetryStrategy<ContinuousClock> {
-        let policy = self
-        return { error in policy.decision(for: request, error: error, now: now()) }
-    }
-
-    func decide(_ context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
-        if context.isCancellation { return .stop }
+    /// ```swift
+    /// let context = HTTPRetryContext(
+    ///     method: .get, statusCode: 503, responseHeader: { $0 == "Retry-After" ? "5" : nil })
+    /// policy.decision(for: context)   // .retryAfter(.seconds(5))
+    /// ```
+    public func decision(for context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
+        if context.isCancellation { return .stop(because: .requestCancelled) }
         var proposed = builtInDecision(context)
         for decision in decisions {
             proposed = decision(context, proposed)
@@ -442,79 +410,153 @@ extension HTTPRetryPolicy {
         return proposed
     }
 
-    private func builtInDecision(_ context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
-        guard mayRepeat(context.request, method: context.method) else { return .stop }
-        if let response = context.response {
-            let status = response.statusCode
-            if retryAfterStatusCodes.contains(status), let hint = context.retryAfter {
-                return hint <= Swift.max(maximumRetryAfter, .zero) ? .retryAfter(hint) : .stop
-            }
-            return retryableHTTPStatusCodes.contains(status) ? .backoff(backoff) : .stop
-        }
-        if let code = context.urlErrorCode, code != .cancelled, retryableURLErrorCodes.contains(code) {
-            return .backoff(backoff)
-        }
-        return .stop
+    /// Whether a response with the status in `context` fails its attempt, so that the retrier sees it as an
+    /// ``HTTPStatusError`` and the policy decides whether to retry it.
+    ///
+    /// A response fails its attempt when its status is in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``,
+    /// or when the policy (custom decisions included) would retry it, as it might retry a 409 for one endpoint. Any
+    /// other response (200, 404, …) is the attempt's successful result: it is final and never retried. A failing
+    /// response may still not be retried (a `POST` without an `Idempotency-Key`, a `Retry-After` beyond
+    /// ``maximumRetryAfter``): the retrier then stops, and the adapters hand that response to the caller.
+    public func treatsAsFailure(_ context: HTTPRetryContext) -> Bool {
+        guard let status = context.statusCode else { return true }
+        if retryableHTTPStatusCodes.contains(status) || retryAfterStatusCodes.contains(status) { return true }
+        if case .stop = decision(for: context) { return false }
+        return true
     }
 
-    /// Whether repeating `request` is allowed: an allowed method, an idempotency key, or the caller's opt-in.
-    private func mayRepeat(_ request: URLRequest, method: HTTPMethod) -> Bool {
-        if retryableHTTPMethods.contains(method) || retryNonIdempotentRequests { return true }
-        guard retryRequestsWithIdempotencyKey,
-            let key = request.value(forHTTPHeaderField: Self.idempotencyKeyHeader)
-        else { return false }
+    /// The policy as a RetryKit strategy closure for one request of any HTTP client: give it to a runner together
+    /// with ``maxAttempts``.
+    ///
+    /// A failing response must reach the closure as an ``HTTPStatusError``; any other error is classified with
+    /// `classify`.
+    ///
+    /// - Parameters:
+    ///   - method: The request's method.
+    ///   - url: The request's URL, for custom decisions; `nil` by default.
+    ///   - requestHeader: Looks a request header up by name (case-insensitively); for the `Idempotency-Key`.
+    ///   - classify: The transport failure an error stands for; ``TransportFailure/init(classifying:)`` by default.
+    ///   - now: The clock for `Retry-After` dates; the system time by default.
+    public func strategy(
+        method: HTTPMethod, url: URL? = nil,
+        requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        classify: @escaping @Sendable (any Error) -> TransportFailure? = { TransportFailure(classifying: $0) },
+        now: @escaping @Sendable () -> Date = { Date() }
+    ) -> @Sendable (any Error) -> RetryStrategy<ContinuousClock> {
+        let policy = self
+        return { error in
+            let decision = policy.decision(
+                for: HTTPRetryContext(
+                    method: method, url: url, requestHeader: requestHeader, error: error, classify: classify,
+                    now: now()))
+            guard case .retryAfter(let hint) = decision, policy.retryAfterSpread != .none else { return decision }
+            var generator = SystemRandomNumberGenerator()
+            let cap = Swift.max(policy.maximumRetryAfter, .zero)
+            return .retryAfter(policy.retryAfterSpread.delay(after: hint, cap: cap, using: &generator))
+        }
+    }
+
+    private func builtInDecision(_ context: HTTPRetryContext) -> RetryStrategy<ContinuousClock> {
+        guard mayRepeat(context) else { return .stop(because: .methodNotIdempotent(context.method)) }
+        if let status = context.statusCode {
+            if retryAfterStatusCodes.contains(status), let hint = context.retryAfter {
+                let cap = Swift.max(maximumRetryAfter, .zero)
+                return hint <= cap ? .retryAfter(hint) : .stop(because: .retryAfterBeyondCap(hint, cap: cap))
+            }
+            return retryableHTTPStatusCodes.contains(status)
+                ? .backoff(backoff) : .stop(because: .statusNotRetryable(status))
+        }
+        guard let failure = context.transportFailure else { return .stop(because: .notATransportFailure) }
+        if failure != .cancelled, retryableTransportFailures.contains(failure) { return .backoff(backoff) }
+        return .stop(because: .transportFailureNotRetryable(failure))
+    }
+
+    /// Whether repeating the request is allowed: an allowed method, an idempotency key, or the caller's opt-in.
+    private func mayRepeat(_ context: HTTPRetryContext) -> Bool {
+        if retryableHTTPMethods.contains(context.method) || retryNonIdempotentRequests { return true }
+        guard retryRequestsWithIdempotencyKey, let key = context.requestHeader(Self.idempotencyKeyHeader) else {
+            return false
+        }
         return !key.trimmingCharacters(in: .whitespaces).isEmpty
     }
 }
 
-/// Everything known about one failed HTTP attempt, as given to a custom decision (``HTTPRetryPolicy/deciding(_:)``).
+/// Everything the policy knows about one failed HTTP attempt: plain values that any HTTP client can supply. Custom
+/// decisions (``HTTPRetryPolicy/deciding(_:)``) receive it too.
 public struct HTTPRetryContext: Sendable {
-    /// The request that was attempted.
-    public let request: URLRequest
-    /// The request's method (`GET` if the request has none).
+    /// The request's method.
     public let method: HTTPMethod
-    /// The response, if the attempt got one (directly or inside an ``HTTPStatusError``).
-    public let response: HTTPURLResponse?
-    /// The response body, empty if there is none.
-    public let data: Data
-    /// The error the attempt failed with, if it failed with one.
+    /// The request's URL, if the client gave it.
+    public let url: URL?
+    /// The response's status code, if the attempt got a response.
+    public let statusCode: Int?
+    /// The transport failure, if the attempt failed below HTTP.
+    public let transportFailure: TransportFailure?
+    /// The error the attempt failed with, if it failed with one (an ``HTTPStatusError`` for a failing response).
     public let error: (any Error)?
-    /// The time the decision is made at.
+    /// The time the decision is made at, for `Retry-After` dates.
     public let now: Date
 
-    init(request: URLRequest, response: HTTPURLResponse?, data: Data, error: (any Error)?, now: Date) {
-        self.request = request
-        self.method = HTTPMethod(request.httpMethod ?? "GET")
-        self.response = response
-        self.data = data
+    private let requestHeaderLookup: @Sendable (String) -> String?
+    private let responseHeaderLookup: @Sendable (String) -> String?
+
+    /// A context from plain values.
+    ///
+    /// - Parameters:
+    ///   - method: The request's method.
+    ///   - url: The request's URL; `nil` by default.
+    ///   - requestHeader: Looks a request header up by name, case-insensitively; none by default.
+    ///   - statusCode: The response's status, if there is a response.
+    ///   - responseHeader: Looks a response header up by name, case-insensitively; none by default.
+    ///   - transportFailure: The transport failure, if the attempt got no response.
+    ///   - error: The error the attempt failed with, for custom decisions.
+    ///   - now: The current time; the system time by default.
+    public init(
+        method: HTTPMethod, url: URL? = nil, requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        statusCode: Int? = nil, responseHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        transportFailure: TransportFailure? = nil, error: (any Error)? = nil, now: Date = Date()
+    ) {
+        self.method = method
+        self.url = url
+        self.requestHeaderLookup = requestHeader
+        self.statusCode = statusCode
+        self.responseHeaderLookup = responseHeader
+        self.transportFailure = transportFailure
         self.error = error
         self.now = now
     }
 
-    /// The response's status code, if there is a response.
-    public var statusCode: Int? { response?.statusCode }
+    /// The context of an attempt that failed with `error`: an ``HTTPStatusError`` gives the status and the response
+    /// headers, any other error its transport failure (`classify`).
+    init(
+        method: HTTPMethod, url: URL?, requestHeader: @escaping @Sendable (String) -> String?, error: any Error,
+        classify: (any Error) -> TransportFailure?, now: Date
+    ) {
+        if let status = error as? HTTPStatusError {
+            self.init(
+                method: method, url: url, requestHeader: requestHeader, statusCode: status.statusCode,
+                responseHeader: status.header, error: error, now: now)
+        } else {
+            self.init(
+                method: method, url: url, requestHeader: requestHeader, transportFailure: classify(error),
+                error: error, now: now)
+        }
+    }
+
+    /// The value of the request header `name`, if the request has it.
+    public func requestHeader(_ name: String) -> String? { requestHeaderLookup(name) }
+
+    /// The value of the response header `name`, if there is a response with it.
+    public func responseHeader(_ name: String) -> String? { statusCode == nil ? nil : responseHeaderLookup(name) }
 
     /// The delay the response's `Retry-After` header asks for (see ``RetryAfter``), whatever the status, before the
     /// policy's cap; `nil` without a response or a valid header.
     public var retryAfter: Duration? {
-        response.flatMap { RetryAfter.delay(in: $0, now: now) }
+        responseHeader("Retry-After").flatMap { RetryAfter.delay($0, now: now) }
     }
 
-    /// The `URLError` code of the error: from a `URLError`, from an `NSError` in `NSURLErrorDomain`, or `.timedOut`
-    /// for a RetryKit per-attempt timeout; `nil` otherwise.
-    public var urlErrorCode: URLError.Code? {
-        guard let error else { return nil }
-        if let urlError = error as? URLError { return urlError.code }
-        if let retryError = error as? RetryError {
-            return retryError.reason == .attemptTimedOut ? .timedOut : nil
-        }
-        if error is HTTPStatusError || error is CancellationError { return nil }
-        let nsError = error as NSError
-        return nsError.domain == NSURLErrorDomain ? URLError.Code(rawValue: nsError.code) : nil
-    }
-
-    /// Whether the attempt was cancelled: `CancellationError` or `URLError.cancelled`. Never retried.
+    /// Whether the attempt was cancelled (``TransportFailure/cancelled``, `CancellationError`). Never retried.
     public var isCancellation: Bool {
-        error is CancellationError || urlErrorCode == .cancelled
+        transportFailure == .cancelled || error is CancellationError
     }
 }

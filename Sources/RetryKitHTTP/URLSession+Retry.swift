@@ -32,7 +32,7 @@ extension URLSession {
     /// ## What is retried
     ///
     /// Each attempt is a `URLSessionDataTask` for `request`. A response whose status the policy treats as a failure
-    /// (``HTTPRetryPolicy/treatsAsFailure(_:for:data:now:)``: 503, 429, …) and a transport error
+    /// (``HTTPRetryPolicy/treatsAsFailure(_:for:now:)``: 503, 429, …) and a transport error
     /// fail the attempt, and the policy decides whether and when to retry; no `validate()` step is needed. Any other
     /// response (2xx, 404, …) ends the request at once. RetryKit counts the attempts (``HTTPRetryPolicy/maxAttempts``)
     /// and computes the delays, enforces ``HTTPRetryPolicy/attemptTimeout`` and ``HTTPRetryPolicy/totalTimeout``, and
@@ -60,7 +60,8 @@ extension URLSession {
     ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
     ///
     /// The summary says how the retrier ended (`summary.reason`) and how many attempts ran (`summary.attempts`);
-    /// `retryPolicy.maxAttempts - summary.attempts` is the blog's "retries left".
+    /// `retryPolicy.maxAttempts - summary.attempts` is the "retries left" of a hand-written
+    /// recursive `requestWithRetry`.
     ///
     /// ## Cancellation and timeouts
     ///
@@ -93,7 +94,7 @@ extension URLSession {
         let queue = queue ?? DispatchQueue(label: "org.retrykit.http.dataTask", target: .global())
         let url = request.url
         let handle = retry(
-            configuration: policy.configuration,
+            configuration: policy.configuration(),
             on: queue,
             scheduler: DispatchTimerScheduler(),
             operation: { [self] _, done in
@@ -104,7 +105,7 @@ extension URLSession {
             strategy: policy.strategy(for: request),
             observer: observer,
             completion: { result, summary in
-                switch HTTPRetryOutcome(result, url: url, cancellation: .urlError) {
+                switch HTTPRetryOutcome(result, url: url, cancellation: .urlError, summary: summary) {
                 case .response(let data, let response): completionHandler(data, response, nil, summary)
                 case .failure(let error): completionHandler(nil, nil, error, summary)
                 }
@@ -150,18 +151,24 @@ extension URLSession {
     ) async throws -> (Data, URLResponse) {
         let policy = retryPolicy
         let strategy = policy.strategy(for: request)
+        var summary: RetrySummary?
         do {
             let value = try await retry(
-                configuration: policy.configuration,
+                configuration: policy.configuration(),
                 tolerance: nil,
                 clock: ContinuousClock(),
                 isolation: isolation,
                 operation: { [self] _ in try await attempt(request, policy: policy) },
                 strategy: strategy,
-                observer: observer)
+                observer: { event in
+                    if case .finished(let finished, _) = event { summary = finished }
+                    observer(event)
+                })
             return (value.data, value.response)
         } catch {
-            switch HTTPRetryOutcome(.failure(error), url: request.url, cancellation: .cancellationError) {
+            switch HTTPRetryOutcome(
+                .failure(error), url: request.url, cancellation: .cancellationError, summary: summary)
+            {
             case .response(let data, let response): return (data, response)
             case .failure(let error): throw error
             }
@@ -219,7 +226,7 @@ extension URLSession {
         guard let response else { return .failure(URLError(.badServerResponse)) }
         let body = data ?? Data()
         guard let http = response as? HTTPURLResponse,
-            policy.treatsAsFailure(http, for: request, data: body, now: Date())
+            policy.treatsAsFailure(http, for: request, now: Date())
         else { return .success((body, response)) }
         return .failure(HTTPStatusError(response: http, data: body))
     }
@@ -289,18 +296,34 @@ enum HTTPRetryOutcome {
     /// The caller's outcome for the retrier's `result`: a failing response the retrier gave up on is returned as the
     /// response; RetryKit's timeouts become `URLError.timedOut`; a deadline or a refused retry gives the last
     /// attempt's outcome.
-    init(_ result: Result<URLSession.RetryResponse, any Error>, url: URL?, cancellation: Cancellation) {
+    ///
+    /// A `URLError` the retrier gave up on carries the give-up's `RetryError` (its reason, the attempts, the time) in
+    /// its `userInfo` under ``HTTPRetryPolicy/giveUpErrorKey``.
+    init(
+        _ result: Result<URLSession.RetryResponse, any Error>, url: URL?, cancellation: Cancellation,
+        summary: RetrySummary?
+    ) {
         switch result {
         case .success(let value):
             self = .response(value.data, value.response)
         case .failure(let error):
-            self = Self.surfacing(error, url: url, cancellation: cancellation)
+            let outcome = Self.surfacing(error, url: url, cancellation: cancellation)
+            guard case .failure(let surfaced) = outcome, let summary, let urlError = surfaced as? URLError,
+                summary.reason != .cancelled
+            else {
+                self = outcome
+                return
+            }
+            var userInfo = urlError.userInfo
+            userInfo[HTTPRetryPolicy.giveUpErrorKey] = RetryError(
+                summary.reason, lastError: error, attempts: summary.attempts, elapsed: summary.elapsed)
+            self = .failure(URLError(urlError.code, userInfo: userInfo))
         }
     }
 
     private static func surfacing(_ error: any Error, url: URL?, cancellation: Cancellation) -> HTTPRetryOutcome {
-        if let status = error as? HTTPStatusError {
-            return .response(status.data, status.response)
+        if let status = error as? HTTPStatusError, let response = status.urlResponse {
+            return .response(status.data, response)
         }
         if error is CancellationError {
             switch cancellation {

@@ -164,8 +164,8 @@ enum ResponseWriter {
     /// The bytes of a complete `HTTP/1.1` response that asks the client to close the connection.
     ///
     /// A `Content-Length` and `Connection: close` are added unless the caller set them; a response to `HEAD` and a
-    /// 1xx, 204 or 304 response carry no body. Carriage returns and line feeds in header names and values are replaced
-    /// by spaces so that a script can never produce a malformed message.
+    /// 1xx, 204 or 304 response carry no body. Header names and values go through ``sanitize(_:)``, so that a script
+    /// can never split the response or add a header line of its own.
     static func bytes(status: Int, headers: [String: String], body: Data, forHEAD: Bool) -> [UInt8] {
         let bodyless = forHEAD || (100..<200).contains(status) || status == 204 || status == 304
         var head = "HTTP/1.1 \(status) \(reasonPhrase(status))\r\n"
@@ -187,8 +187,19 @@ enum ResponseWriter {
         return bytes
     }
 
+    /// `text` with every carriage return, line feed and NUL replaced by a space.
+    ///
+    /// Works on Unicode scalars: as `Character`s, a CR LF pair is one grapheme that equals neither `"\r"` nor `"\n"`
+    /// and would slip through.
     static func sanitize(_ text: String) -> String {
-        String(text.map { $0 == "\r" || $0 == "\n" ? " " : $0 })
+        var scalars = String.UnicodeScalarView()
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\r", "\n", "\0": scalars.append(" ")
+            default: scalars.append(scalar)
+            }
+        }
+        return String(scalars)
     }
 
     static func reasonPhrase(_ status: Int) -> String {

@@ -149,7 +149,10 @@ extension ScriptedHTTPServer {
         ///
         /// - Parameters:
         ///   - status: A three-digit status code.
-        ///   - headers: Extra header fields. `Content-Length` and `Connection: close` are added unless given.
+        ///   - headers: Extra header fields. `Content-Length` and `Connection: close` are added unless given. Every
+        ///     carriage return, line feed and NUL in a name or value is written as a space, so a header can never
+        ///     split the response or add header lines of its own (`"a\r\nSet-Cookie: x"` is sent as one field whose
+        ///     value is `"a  Set-Cookie: x"`).
         ///   - body: The body bytes.
         ///   - delay: How long to wait before responding.
         public static func respond(
@@ -159,6 +162,9 @@ extension ScriptedHTTPServer {
         }
 
         /// Responds with `status`, `headers` and a UTF-8 text body.
+        ///
+        /// Carriage returns, line feeds and NULs in header names and values are written as spaces, as in the
+        /// form that takes `Data`.
         ///
         /// ```swift
         /// .respond(429, headers: ["Retry-After": "1"])

@@ -35,6 +35,12 @@ import RetryKit
 /// A sleeping task that is cancelled stops sleeping at once with `CancellationError`, whether or not time moves; a
 /// task that is already cancelled throws without sleeping.
 ///
+/// ## Scale and range
+///
+/// Registering, waking and cancelling a sleeper cost O(log n) with n tasks sleeping, so thousands of retriers can
+/// share one clock. Virtual time saturates at ±`Int64.max` seconds from the origin instead of overflowing: no
+/// deadline or advance traps, whatever its size.
+///
 /// `TestClock` is a class: every copy of a reference sees the same time. It is safe to use from any task.
 public final class TestClock: Clock, Sendable {
     /// An instant on a virtual timeline: the time since the clock's origin.
@@ -51,13 +57,17 @@ public final class TestClock: Clock, Sendable {
         public static var zero: Self { Self(offset: .zero) }
 
         /// The instant `duration` later (earlier for a negative `duration`).
+        ///
+        /// Saturates instead of overflowing: the result is limited to ±`Int64.max` seconds from the origin.
         public func advanced(by duration: Duration) -> Self {
-            Self(offset: offset + duration)
+            Self(offset: VirtualTime.adding(offset, duration))
         }
 
         /// The time from this instant to `other` (negative if `other` is earlier).
+        ///
+        /// Saturates instead of overflowing: the result is limited to ±`Int64.max` seconds.
         public func duration(to other: Self) -> Duration {
-            other.offset - offset
+            VirtualTime.subtracting(other.offset, offset)
         }
 
         public static func < (lhs: Self, rhs: Self) -> Bool {
@@ -70,27 +80,20 @@ public final class TestClock: Clock, Sendable {
     /// Durations are Swift's `Duration`, as RetryKit requires of its clocks.
     public typealias Duration = Swift.Duration
 
-    private enum SleeperPhase {
-        /// Counted as pending; the task has not registered its continuation yet.
+    /// A sleeper that is pending: counted by ``sleeperCount`` and woken in (deadline, registration) order.
+    private enum PendingSleeper {
+        /// The task has not registered its continuation yet.
         case registered
-        /// Counted as pending; the task is suspended.
+        /// The task is suspended.
         case waiting(CheckedContinuation<Void, any Error>)
-        /// Woken before the task registered its continuation; it returns as soon as it does.
-        case woken
-        /// Cancelled before the task registered its continuation; it throws as soon as it does.
-        case cancelled
     }
 
-    private struct Sleeper {
-        var deadline: Duration
-        var phase: SleeperPhase
-
-        var isPending: Bool {
-            switch phase {
-            case .registered, .waiting: return true
-            case .woken, .cancelled: return false
-            }
-        }
+    /// What happened to a sleeper that stopped being pending before its task registered its continuation.
+    private enum EarlyOutcome {
+        /// Woken: the task returns as soon as it registers.
+        case woken
+        /// Cancelled: the task throws as soon as it registers.
+        case cancelled
     }
 
     private enum WakeAcknowledgement {
@@ -107,31 +110,19 @@ public final class TestClock: Clock, Sendable {
 
     private struct State {
         var now: Duration
-        var nextID = 0
-        /// Sleepers by id; ids grow with registration, which gives the FIFO order at equal deadlines.
-        var sleepers: [Int: Sleeper] = [:]
-        var acknowledgements: [Int: WakeAcknowledgement] = [:]
+        /// Pending sleepers by id; ids grow with registration, which gives the FIFO order at equal deadlines.
+        var sleepers = DeadlineQueue<PendingSleeper>()
+        /// Sleepers woken or cancelled before their task registered its continuation.
+        var early: [DeadlineID: EarlyOutcome] = [:]
+        var acknowledgements: [DeadlineID: WakeAcknowledgement] = [:]
+        var nextWaiterID = 0
         var countWaiters: [Int: CountWaiter] = [:]
 
-        mutating func makeID() -> Int {
-            defer { nextID += 1 }
-            return nextID
-        }
-
-        var pendingCount: Int { sleepers.values.lazy.filter(\.isPending).count }
-
-        /// The pending sleeper to wake first, in (deadline, registration) order.
-        var earliest: (id: Int, deadline: Duration)? {
-            var best: (id: Int, deadline: Duration)?
-            for (id, sleeper) in sleepers where sleeper.isPending {
-                if let current = best, (current.deadline, current.id) < (sleeper.deadline, id) { continue }
-                best = (id, sleeper.deadline)
-            }
-            return best
-        }
+        var pendingCount: Int { sleepers.count }
 
         /// Removes and returns the count waiters that the current number of pending sleepers satisfies.
         mutating func satisfiedCountWaiters() -> [CheckedContinuation<Void, Never>] {
+            guard !countWaiters.isEmpty else { return [] }
             let pending = pendingCount
             var ready: [CheckedContinuation<Void, Never>] = []
             for (id, waiter) in countWaiters {
@@ -150,7 +141,7 @@ public final class TestClock: Clock, Sendable {
     ///
     /// - Parameter now: The starting instant. ``Instant/zero`` by default.
     public init(now: Instant = .zero) {
-        state = Locked(State(now: now.offset))
+        state = Locked(State(now: VirtualTime.clamp(now.offset)))
     }
 
     /// The current virtual time. It changes only through ``advance(by:)``, ``advance(to:)``, ``wakeNext()`` and
@@ -164,15 +155,11 @@ public final class TestClock: Clock, Sendable {
     public var sleeperCount: Int { state.withLock { $0.pendingCount } }
 
     /// The deadline of the sleeper that would wake first, if any task is sleeping.
-    public var nextDeadline: Instant? { state.withLock { $0.earliest.map { Instant(offset: $0.deadline) } } }
+    public var nextDeadline: Instant? { state.withLock { $0.sleepers.first().map { Instant(offset: $0.deadline) } } }
 
     /// The deadlines of all sleeping tasks, in the order they would wake.
     public var pendingDeadlines: [Instant] {
-        state.withLock { state in
-            state.sleepers.filter { $0.value.isPending }
-                .sorted { ($0.value.deadline, $0.key) < ($1.value.deadline, $1.key) }
-                .map { Instant(offset: $0.value.deadline) }
-        }
+        state.withLock { $0.sleepers.sortedKeys.map { Instant(offset: $0.deadline) } }
     }
 
     /// Suspends until virtual time reaches `deadline`.
@@ -180,16 +167,16 @@ public final class TestClock: Clock, Sendable {
     /// Returns at once if `deadline` is not after ``now``.
     ///
     /// - Parameters:
-    ///   - deadline: The instant to wake at.
+    ///   - deadline: The instant to wake at. Beyond `Int64.max` seconds from the origin, it counts as that instant.
     ///   - tolerance: Ignored: virtual time wakes sleepers exactly at their deadline.
     /// - Throws: `CancellationError` if the task is cancelled before or while sleeping; cancellation wakes the task
     ///   at once.
     public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
         try Task.checkCancellation()
-        let registration: (id: Int, ready: [CheckedContinuation<Void, Never>])? = state.withLock { state in
-            guard deadline.offset > state.now else { return nil }
-            let id = state.makeID()
-            state.sleepers[id] = Sleeper(deadline: deadline.offset, phase: .registered)
+        let registration: (id: DeadlineID, ready: [CheckedContinuation<Void, Never>])? = state.withLock { state in
+            let deadline = VirtualTime.clamp(deadline.offset)
+            guard deadline > state.now else { return nil }
+            let id = state.sleepers.insert(.registered, at: deadline)
             return (id, state.satisfiedCountWaiters())
         }
         guard let registration else { return }
@@ -200,30 +187,26 @@ public final class TestClock: Clock, Sendable {
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
                 let outcome: Result<Void, CancellationError>? = state.withLock { state in
-                    switch state.sleepers[id]?.phase {
-                    case .registered:
-                        state.sleepers[id]?.phase = .waiting(continuation)
+                    if case .registered = state.sleepers[id] {
+                        state.sleepers[id] = .waiting(continuation)
                         return nil
-                    case .woken:
-                        state.sleepers[id] = nil
-                        return .success(())
-                    case .cancelled, .waiting, nil:
-                        state.sleepers[id] = nil
-                        return .failure(CancellationError())
+                    }
+                    switch state.early.removeValue(forKey: id) {
+                    case .woken: return .success(())
+                    case .cancelled, nil: return .failure(CancellationError())
                     }
                 }
                 if let outcome { continuation.resume(with: outcome) }
             }
         } onCancel: {
             let continuation: CheckedContinuation<Void, any Error>? = state.withLock { state in
-                switch state.sleepers[id]?.phase {
+                switch state.sleepers.remove(id) {
                 case .registered:
-                    state.sleepers[id]?.phase = .cancelled
+                    state.early[id] = .cancelled
                     return nil
                 case .waiting(let continuation):
-                    state.sleepers[id] = nil
                     return continuation
-                case .woken, .cancelled, nil:
+                case nil:
                     return nil
                 }
             }
@@ -241,7 +224,8 @@ public final class TestClock: Clock, Sendable {
     public func waitForSleepers(_ count: Int = 1) async {
         let id: Int? = state.withLock { state in
             guard state.pendingCount < count else { return nil }
-            let id = state.makeID()
+            let id = state.nextWaiterID
+            state.nextWaiterID += 1
             state.countWaiters[id] = .registered(count: count)
             return id
         }
@@ -279,7 +263,8 @@ public final class TestClock: Clock, Sendable {
 
     /// Moves time forward by `duration`, waking every sleeper whose deadline is reached, in order.
     ///
-    /// - Parameter duration: How far to move. Zero wakes the sleepers due now; a negative duration does nothing.
+    /// - Parameter duration: How far to move. Zero wakes the sleepers due now; a negative duration does nothing. Time
+    ///   stops at `Int64.max` seconds instead of overflowing, so any duration is accepted.
     public func advance(by duration: Duration) async {
         await advance(to: now.advanced(by: duration))
     }
@@ -291,11 +276,13 @@ public final class TestClock: Clock, Sendable {
     /// with a deadline within it is woken too. Time never goes backwards: a `deadline` before ``now`` only wakes
     /// sleepers that are already due.
     ///
-    /// - Parameter deadline: The instant to move to.
+    /// - Parameter deadline: The instant to move to. Beyond `Int64.max` seconds from the origin, it counts as that
+    ///   instant.
     public func advance(to deadline: Instant) async {
-        while await wakeNext(notAfter: deadline.offset) != nil {}
+        let target = VirtualTime.clamp(deadline.offset)
+        while await wakeNext(notAfter: target) != nil {}
         state.withLock { state in
-            state.now = Swift.max(state.now, deadline.offset)
+            state.now = Swift.max(state.now, target)
         }
     }
 
@@ -365,18 +352,18 @@ public final class TestClock: Clock, Sendable {
     // MARK: - Waking
 
     private func wakeNext(notAfter limit: Duration?) async -> Duration? {
-        let woken: (id: Int, deadline: Duration, continuation: CheckedContinuation<Void, any Error>?)? =
+        let woken: (id: DeadlineID, deadline: Duration, continuation: CheckedContinuation<Void, any Error>?)? =
             state.withLock { state in
-                guard let (id, deadline) = state.earliest else { return nil }
-                if let limit, deadline > limit { return nil }
-                state.now = Swift.max(state.now, deadline)
-                state.acknowledgements[id] = .expected
-                if case .waiting(let continuation) = state.sleepers[id]?.phase {
-                    state.sleepers[id] = nil
-                    return (id, deadline, continuation)
+                guard let (key, sleeper) = state.sleepers.popFirst(dueBy: limit) else { return nil }
+                state.now = Swift.max(state.now, key.deadline)
+                state.acknowledgements[key.id] = .expected
+                switch sleeper {
+                case .waiting(let continuation):
+                    return (key.id, key.deadline, continuation)
+                case .registered:
+                    state.early[key.id] = .woken
+                    return (key.id, key.deadline, nil)
                 }
-                state.sleepers[id]?.phase = .woken
-                return (id, deadline, nil)
             }
         guard let woken else { return nil }
         woken.continuation?.resume()
@@ -385,7 +372,7 @@ public final class TestClock: Clock, Sendable {
     }
 
     /// Called by a sleeper whose `sleep` is about to return normally.
-    private func acknowledgeWake(_ id: Int) {
+    private func acknowledgeWake(_ id: DeadlineID) {
         let continuation: CheckedContinuation<Void, Never>? = state.withLock { state in
             switch state.acknowledgements[id] {
             case .awaited(let continuation):
@@ -401,7 +388,7 @@ public final class TestClock: Clock, Sendable {
         continuation?.resume()
     }
 
-    private func awaitWakeAcknowledgement(_ id: Int) async {
+    private func awaitWakeAcknowledgement(_ id: DeadlineID) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let received: Bool = state.withLock { state in
                 if case .received = state.acknowledgements[id] {

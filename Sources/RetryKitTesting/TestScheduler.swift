@@ -23,6 +23,10 @@ import RetryKit
 /// Work due at the same instant runs first-in first-out: items are ordered by (deadline, order of scheduling).
 /// Work scheduled while advancing runs in the same call if it falls due before the call's target time.
 ///
+/// Scheduling, running and cancelling an item cost O(log n) with n items pending, so a test can put hundreds of
+/// thousands of retriers on one scheduler. Virtual time saturates at ±`Int64.max` seconds instead of overflowing: no
+/// delay, starting time or advance traps, whatever its size.
+///
 /// - Important: The scheduler **ignores the queue** it is given: all work runs synchronously on the thread that calls
 ///   ``advance()``, ``advance(by:)`` or ``run()``. This keeps tests deterministic and single-threaded.
 ///
@@ -31,61 +35,30 @@ import RetryKit
 public final class TestScheduler: RetryScheduler {
     /// Cancels one scheduled item; cancelling removes it (and releases its work) at once.
     public struct Token: RetryCancellable {
-        fileprivate let key: Key
+        fileprivate let id: DeadlineID
         fileprivate weak var scheduler: TestScheduler?
 
         /// Removes the item if it has not run yet.
         public func cancel() {
-            scheduler?.remove(key)
+            scheduler?.remove(id)
         }
-    }
-
-    fileprivate struct Key: Comparable {
-        let deadline: Duration
-        let sequence: UInt64
-
-        static func < (lhs: Key, rhs: Key) -> Bool {
-            (lhs.deadline, lhs.sequence) < (rhs.deadline, rhs.sequence)
-        }
-    }
-
-    private struct Item {
-        let key: Key
-        let work: @Sendable () -> Void
     }
 
     private struct State {
         var now: Duration
-        var nextSequence: UInt64 = 0
-        /// Pending work sorted by key, **latest first**, so that the next item is `last`.
-        var items: [Item] = []
+        /// Pending work in (deadline, order of scheduling) order.
+        var queue = DeadlineQueue<@Sendable () -> Void>()
 
-        mutating func insert(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> Key {
-            let key = Key(deadline: now + Swift.max(delay, .zero), sequence: nextSequence)
-            nextSequence &+= 1
-            items.insert(Item(key: key, work: work), at: index(of: key))
-            return key
-        }
-
-        /// The position of `key` in `items` (latest first), or where it would go.
-        func index(of key: Key) -> Int {
-            var low = 0
-            var high = items.count
-            while low < high {
-                let mid = (low + high) / 2
-                if key < items[mid].key { low = mid + 1 } else { high = mid }
-            }
-            return low
+        mutating func insert(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> DeadlineID {
+            queue.insert(work, at: VirtualTime.adding(now, Swift.max(delay, .zero)))
         }
 
         /// Removes and returns the next item if it is due at or before `limit` (any item if `limit` is `nil`),
         /// moving `now` to its deadline.
         mutating func next(dueBy limit: Duration?) -> (@Sendable () -> Void)? {
-            guard let item = items.last else { return nil }
-            if let limit, item.key.deadline > limit { return nil }
-            items.removeLast()
-            now = Swift.max(now, item.key.deadline)
-            return item.work
+            guard let (key, work) = queue.popFirst(dueBy: limit) else { return nil }
+            now = Swift.max(now, key.deadline)
+            return work
         }
     }
 
@@ -93,9 +66,9 @@ public final class TestScheduler: RetryScheduler {
 
     /// Creates a scheduler whose virtual clock reads `now`.
     ///
-    /// - Parameter now: The starting time. `.zero` by default.
+    /// - Parameter now: The starting time. `.zero` by default; limited to ±`Int64.max` seconds.
     public init(now: Duration = .zero) {
-        state = Locked(State(now: now))
+        state = Locked(State(now: VirtualTime.clamp(now)))
     }
 
     /// The virtual time. It moves only when ``advance(by:)`` or ``run()`` move it.
@@ -105,12 +78,12 @@ public final class TestScheduler: RetryScheduler {
 
     /// How many items are scheduled and have not run or been cancelled: pending hops and timers.
     public var pendingCount: Int {
-        state.withLock { $0.items.count }
+        state.withLock { $0.queue.count }
     }
 
     /// When the next item falls due, or `nil` if nothing is pending.
     public var nextDeadline: Duration? {
-        state.withLock { $0.items.last?.key.deadline }
+        state.withLock { $0.queue.first()?.deadline }
     }
 
     /// Schedules `work` to run at the current virtual time: on the next ``advance()``. Ignores `queue`.
@@ -120,12 +93,12 @@ public final class TestScheduler: RetryScheduler {
 
     /// Schedules `work` to run once virtual time has moved `delay` further. Ignores `queue`.
     ///
-    /// A negative delay counts as zero.
+    /// A negative delay counts as zero; a deadline beyond `Int64.max` seconds is `Int64.max` seconds.
     public func schedule(after delay: Duration, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void)
         -> Token
     {
-        let key = state.withLock { $0.insert(after: delay, work) }
-        return Token(key: key, scheduler: self)
+        let id = state.withLock { $0.insert(after: delay, work) }
+        return Token(id: id, scheduler: self)
     }
 
     /// Runs the work that is due now, including work it schedules for now, without moving time.
@@ -137,9 +110,10 @@ public final class TestScheduler: RetryScheduler {
     /// scheduling) order, on the calling thread.
     ///
     /// While an item runs, ``now`` reads its deadline; afterwards it reads the start time plus `duration`. A negative
-    /// duration counts as zero.
+    /// duration counts as zero; time stops at `Int64.max` seconds instead of overflowing, so any duration is
+    /// accepted.
     public func advance(by duration: Duration) {
-        let target = state.withLock { $0.now + Swift.max(duration, .zero) }
+        let target = state.withLock { VirtualTime.adding($0.now, Swift.max(duration, .zero)) }
         while let work = state.withLock({ $0.next(dueBy: target) }) {
             work()
         }
@@ -155,12 +129,8 @@ public final class TestScheduler: RetryScheduler {
         }
     }
 
-    fileprivate func remove(_ key: Key) {
-        let removed: Item? = state.withLock { s in
-            let index = s.index(of: key)
-            guard index < s.items.count, s.items[index].key == key else { return nil }
-            return s.items.remove(at: index)
-        }
+    fileprivate func remove(_ id: DeadlineID) {
+        let removed = state.withLock { $0.queue.remove(id) }
         _ = removed  // released here, outside the lock
     }
 }

@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Migration.md:31: RecursiveForecastClient (decl)
+// Migration.md:37: RecursiveForecastClient (decl)
 struct RecursiveForecastClient {
-#sourceLocation(file: "Migration.md", line: 31)
+#sourceLocation(file: "Migration.md", line: 37)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
 
@@ -40,9 +40,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:73: ForecastClientStep1 (decl)
+// Migration.md:86: ForecastClientStep1 (decl)
 struct ForecastClientStep1 {
-#sourceLocation(file: "Migration.md", line: 73)
+#sourceLocation(file: "Migration.md", line: 86)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
     let queue = DispatchQueue(label: "forecast-client")
@@ -93,9 +93,10 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:149: ForecastClientStep2 (decl)
+// Migration.md:169: ForecastClientStep2 (decl)
 struct ForecastClientStep2 {
-#sourceLocation(file: "Migration.md", line: 149)
+#sourceLocation(file: "Migration.md", line: 169)
+// Fragment: `log` stands for your app's code.
 final class ForecastClient: Sendable {
     let session: URLSession
     let queue = DispatchQueue(label: "forecast-client")
@@ -148,10 +149,11 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:204: forecastClientCancel (body)
+// Migration.md:231: forecastClientCancel (body)
 extension ForecastClientStep2 {
     func forecastClientCancel() async throws {
-#sourceLocation(file: "Migration.md", line: 204)
+#sourceLocation(file: "Migration.md", line: 231)
+// Fragment: uses the ForecastClient of step 2, and `profileURL` and `show` of your app.
 let client = ForecastClient()
 let handle = client.request(URLRequest(url: profileURL)) { result, summary in
     show(result)
@@ -162,10 +164,11 @@ handle.cancel()  // the attempt's URLSessionTask is cancelled; the completion ge
     }
 }
 
-// Migration.md:223: forecastClientRetriesUntil200 (test)
+// Migration.md:260: forecastClientRetriesUntil200 (test)
 extension ForecastClientStep2 {
     @Test("Migration.md: forecastClientRetriesUntil200") func forecastClientRetriesUntil200() async throws {
-#sourceLocation(file: "Migration.md", line: 223)
+#sourceLocation(file: "Migration.md", line: 260)
+// Fragment: the body of a Swift Testing test (`import Testing`), using the ForecastClient of step 2.
 let server = try ScriptedHTTPServer()
 defer { server.stop() }
 server.script("/forecast", [.respond(503), .respond(503), .respond(200, body: "sunny")])
@@ -184,9 +187,10 @@ _ = try await handle.value  // an async test can await the callback retrier
     }
 }
 
-// Migration.md:252: ProfileStoreToday (decl)
+// Migration.md:293: ProfileStoreToday (decl)
 struct ProfileStoreToday {
-#sourceLocation(file: "Migration.md", line: 252)
+#sourceLocation(file: "Migration.md", line: 293)
+// Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
         .exponential(a: .milliseconds(200), b: 2).max(.seconds(5)).jitter()
@@ -212,10 +216,11 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:293: ProfileStoreWithRetry (decl)
+// Migration.md:337: ProfileStoreWithRetry (decl)
 extension ProfileStoreToday {
     struct ProfileStoreWithRetry {
-#sourceLocation(file: "Migration.md", line: 293)
+#sourceLocation(file: "Migration.md", line: 337)
+// Fragment: uses the ProfileStore above.
 func profile(store: ProfileStore, id: Int) async throws -> Profile {
     try await withRetry(maxAttempts: 4) { attempt, done in
         store.api.load(id: id) { profile, error in done(profile, error) }
@@ -227,10 +232,11 @@ func profile(store: ProfileStore, id: Int) async throws -> Profile {
     }
 }
 
-// Migration.md:312: profileStoreAwaitHandle (body)
+// Migration.md:357: profileStoreAwaitHandle (body)
 extension ProfileStoreToday {
     func profileStoreAwaitHandle() async throws {
-#sourceLocation(file: "Migration.md", line: 312)
+#sourceLocation(file: "Migration.md", line: 357)
+// Fragment: uses the ProfileStore above, and `api` and `show` of your app.
 let store = ProfileStore(api: api)
 let profile = try await store.profile(id: 42) { _ in }.value
 show(profile)
@@ -238,9 +244,10 @@ show(profile)
     }
 }
 
-// Migration.md:324: ProfileStoreAsyncAPI (decl)
+// Migration.md:373: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 324)
+#sourceLocation(file: "Migration.md", line: 373)
+// Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
         .exponential(a: .milliseconds(200), b: 2).max(.seconds(5)).jitter()
@@ -266,9 +273,10 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:352: ProfileStoreAsync (decl)
+// Migration.md:404: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 352)
+#sourceLocation(file: "Migration.md", line: 404)
+// Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
         .exponential(a: .milliseconds(200), b: 2).max(.seconds(5)).jitter()
@@ -290,9 +298,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:394: sameDecisionsInEveryStyle (test)
+// Migration.md:452: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 394)
+#sourceLocation(file: "Migration.md", line: 452)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
@@ -344,10 +352,12 @@ let asyncResult = try await retry(maxAttempts: 4, clock: ImmediateClock()) { att
 #sourceLocation()
 }
 
-// Migration.md:462: alamofireBefore (body)
+// Migration.md:521: alamofireBefore (body)
 extension Alamofire {
     func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 462)
+#sourceLocation(file: "Migration.md", line: 521)
+// Fragment: Alamofire code, before the migration.
+
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 let session = Session(interceptor: policy)
 
@@ -363,17 +373,18 @@ session.request("https://api.example.com/profiles/42")
     }
 }
 
-// Migration.md:481: alamofireAfterPolicy (body)
+// Migration.md:544: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 481)
+#sourceLocation(file: "Migration.md", line: 544)
+// Fragment: `show` stands for your app's code.
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 show(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
-// Migration.md:525: alamofireCompatibleDelays (test)
+// Migration.md:592: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 525)
+#sourceLocation(file: "Migration.md", line: 592)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -381,9 +392,10 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:535: httpPolicyDecisions (test)
+// Migration.md:611: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 535)
+#sourceLocation(file: "Migration.md", line: 611)
+// Fragment: `profileURL` stands for your app's code.
 func response(_ status: Int, _ headers: [String: String] = [:]) throws -> HTTPURLResponse {
     try #require(HTTPURLResponse(url: profileURL, statusCode: status, httpVersion: nil, headerFields: headers))
 }
@@ -415,9 +427,10 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:571: urlSessionAsync (body)
+// Migration.md:655: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 571)
+#sourceLocation(file: "Migration.md", line: 655)
+// Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
     let request = URLRequest(url: profileURL)
@@ -432,9 +445,10 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:589: urlSessionCallback (body)
+// Migration.md:681: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 589)
+#sourceLocation(file: "Migration.md", line: 681)
+// Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> HTTPRetryTask
 {
@@ -453,9 +467,10 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:612: httpPolicyWithAsyncRetry (body)
+// Migration.md:713: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 612)
+#sourceLocation(file: "Migration.md", line: 713)
+// Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
     let strategy = policy.strategy(for: request)
@@ -474,9 +489,10 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:641: asyncLibraryCallSites (body)
+// Migration.md:745: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 641)
+#sourceLocation(file: "Migration.md", line: 745)
+// Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
     try await api.profile(id: 42)
@@ -505,9 +521,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:697: asyncLibraryDifferences (test)
+// Migration.md:806: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 697)
+#sourceLocation(file: "Migration.md", line: 806)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -530,9 +546,10 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:751: swiftRetrierAfter (body)
+// Migration.md:863: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 751)
+#sourceLocation(file: "Migration.md", line: 863)
+// Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
 let signedIn = RetryCondition(true)  // set `signedIn.value` as the state changes; any AsyncSequence<Bool> works too
@@ -557,9 +574,10 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:778: swiftRetrierCallbacks (body)
+// Migration.md:893: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 778)
+#sourceLocation(file: "Migration.md", line: 893)
+// Fragment: `show` stands for your app's code.
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -570,9 +588,10 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:805: swiftRetrierToday (body)
+// Migration.md:923: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 805)
+#sourceLocation(file: "Migration.md", line: 923)
+// Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 
 let profile = try await retry(maxAttempts: 10, totalTimeout: .seconds(30)) { attempt in

@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// README.md:60: ReadmeCallbacks (decl)
+// README.md:61: ReadmeCallbacks (decl)
 struct ReadmeCallbacks {
-#sourceLocation(file: "README.md", line: 60)
+#sourceLocation(file: "README.md", line: 61)
 struct Fatal: Error {}
 
 func legacyLoad(_ id: Int, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
@@ -24,7 +24,7 @@ func legacyLoad(_ id: Int, completion: @escaping @Sendable (Result<String, any E
 
 func loadWithRetry(id: Int) -> RetryHandle<String> {
     retry(maxAttempts: 5, on: .main) { attempt, done in
-        // attempt.number is 1-based; attempt.retriesLeft is what the blog post printed
+        // attempt.number is 1-based; attempt.retriesLeft is a recursive requestWithRetry's "retries left"
         legacyLoad(id) { result in done(result) }
     } strategy: { error in
         error is Fatal ? .stop : .backoff(.exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter())
@@ -36,9 +36,9 @@ func loadWithRetry(id: Int) -> RetryHandle<String> {
 #sourceLocation()
 }
 
-// README.md:91: ReadmeAsync (decl)
+// README.md:92: ReadmeAsync (decl)
 struct ReadmeAsync {
-#sourceLocation(file: "README.md", line: 91)
+#sourceLocation(file: "README.md", line: 92)
 func fetchAsync(_ url: URL) async throws -> Data {
     try await retry(maxAttempts: 5) {
         try await slowFetch(url)
@@ -51,9 +51,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:112: ReadmeBridges (decl)
+// README.md:113: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 112)
+#sourceLocation(file: "README.md", line: 113)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,9 +67,9 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:140: ReadmeHTTP (decl)
+// README.md:141: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 140)
+#sourceLocation(file: "README.md", line: 141)
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
@@ -79,9 +79,9 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:157: ReadmePolicies (decl)
+// README.md:158: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 157)
+#sourceLocation(file: "README.md", line: 158)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:236: ReadmeVirtualTime (decl)
+// README.md:240: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 236)
+#sourceLocation(file: "README.md", line: 240)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

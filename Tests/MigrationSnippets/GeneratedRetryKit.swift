@@ -13,9 +13,10 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Sources/RetryKit/RetryKit.docc/RetryKit.md:26: overviewCallback (body)
+// Sources/RetryKit/RetryKit.docc/RetryKit.md:28: overviewCallback (body)
 func overviewCallback() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 26)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 28)
+// Fragment: `api` and `show` stand for your app's code.
 let handle = retry(maxAttempts: 4, on: .main) { attempt, done in
     api.load(id: 42) { profile, error in done(profile, error) }
 } strategy: { error in
@@ -28,9 +29,10 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/RetryKit.md:41: overviewAsync (body)
+// Sources/RetryKit/RetryKit.docc/RetryKit.md:46: overviewAsync (body)
 func overviewAsync() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 41)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 46)
+// Fragment: `api` and `show` stand for your app's code.
 let profile = try await retry(maxAttempts: 4) {
     try await api.profile(id: 42)
 } strategy: { error in

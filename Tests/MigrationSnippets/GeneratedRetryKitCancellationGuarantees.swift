@@ -13,9 +13,10 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:40: cancelHook (body)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:47: cancelHook (body)
 func cancelHook() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 40)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 47)
+// Fragment: `profileURL` and `show` stand for your app's code.
 let session = URLSession(configuration: .default)
 let handle = retry(maxAttempts: 3, attemptTimeout: .seconds(5), on: .main) { attempt, done in
     let task = session.dataTask(with: profileURL) { data, _, error in done(data, error) }
@@ -28,9 +29,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:55: callbackCancelDuringWait (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:68: callbackCancelDuringWait (test)
 @Test("CancellationGuarantees.md: callbackCancelDuringWait") func callbackCancelDuringWait() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 55)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 68)
 struct Unavailable: Error {}
 let scheduler = TestScheduler()
 let outcomes = Recorder<String>()
@@ -56,9 +57,9 @@ scheduler.run()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:83: callbackLateResult (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:101: callbackLateResult (test)
 @Test("CancellationGuarantees.md: callbackLateResult") func callbackLateResult() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 83)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 101)
 let scheduler = TestScheduler()
 let pending = Recorder<AttemptCompletion<Int>>()
 let hooks = Recorder<Int>()
@@ -80,9 +81,9 @@ scheduler.run()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:110: handleValueCancellation (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:132: handleValueCancellation (test)
 @Test("CancellationGuarantees.md: handleValueCancellation") func handleValueCancellation() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 110)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 132)
 struct Unavailable: Error {}
 let handle: RetryHandle<Int> = retry(on: DispatchQueue(label: "test")) { attempt, done in
     done(.failure(Unavailable()))
@@ -97,9 +98,9 @@ await #expect(throws: CancellationError.self) { try await waiter.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:143: asyncCancelDuringWait (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:169: asyncCancelDuringWait (test)
 @Test("CancellationGuarantees.md: asyncCancelDuringWait") func asyncCancelDuringWait() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 143)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 169)
 struct Unavailable: Error {}
 let clock = TestClock()
 let attempts = Recorder<Int>()
@@ -119,9 +120,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:163: withRetryAbandonsAttempt (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:193: withRetryAbandonsAttempt (test)
 @Test("CancellationGuarantees.md: withRetryAbandonsAttempt") func withRetryAbandonsAttempt() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 163)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 193)
 let hooks = Recorder<String>()
 let (started, signal) = AsyncStream.makeStream(of: Void.self)
 let task = Task {

@@ -13,9 +13,10 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:29: httpOverview (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:31: httpOverview (body)
 func httpOverview() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 29)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 31)
+// Fragment: `show` stands for your app's code.
 var policy = HTTPRetryPolicy()  // Alamofire's defaults: 2 retries, 0.5 s · 2ⁿ, plus jitter, a cap, Retry-After
 policy.retryLimit = 4
 let uploads = policy
@@ -27,9 +28,10 @@ show(uploads.maxAttempts)  // 5
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:46: httpURLSessionBothStyles (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:56: httpURLSessionBothStyles (body)
 func httpURLSessionBothStyles() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 46)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 56)
+// Fragment: `show` stands for your app's code.
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
     let (data, _) = try await session.data(for: request, retryPolicy: policy)
     return data
@@ -46,9 +48,10 @@ show(load)
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:74: httpRunningAPolicy (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:93: httpRunningAPolicy (body)
 func httpRunningAPolicy() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 74)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 93)
+// Fragment: `show` stands for your app's code.
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
     let strategy = policy.strategy(for: request)
     return try await retry(maxAttempts: policy.maxAttempts) { attempt in
@@ -62,5 +65,23 @@ func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) a
     }
 }
 show(load)
+#sourceLocation()
+}
+
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:130: httpAnyClient (body)
+func httpAnyClient() async throws {
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 130)
+struct Reply: Sendable {
+    var status: Int
+    var headers: [String: String]
+}
+
+func fetch(policy: HTTPRetryPolicy, send: @escaping @Sendable () async throws -> Reply) async throws -> Reply {
+    try await policy.run(
+        method: .get, statusCode: { $0.status }, responseHeader: { reply, name in reply.headers[name] },
+        classify: { TransportFailure(classifying: $0) }
+    ) { _ in try await send() }
+}
+print(fetch)
 #sourceLocation()
 }

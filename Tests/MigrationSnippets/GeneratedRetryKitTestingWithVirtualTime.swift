@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:32: TestSchedulerExample (decl)
+// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:33: TestSchedulerExample (decl)
 struct TestSchedulerExample {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 32)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 33)
 @Test func retriesOnVirtualTime() {
     struct Unavailable: Error {}
     let scheduler = TestScheduler()
@@ -43,9 +43,9 @@ struct TestSchedulerExample {
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:70: TestClockExample (decl)
+// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:75: TestClockExample (decl)
 struct TestClockExample {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 70)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 75)
 @Test func waitsTheBackoff() async throws {
     struct Unavailable: Error {}
     let clock = TestClock()
@@ -74,9 +74,9 @@ struct TestClockExample {
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:102: TestClockRunUntilExample (decl)
+// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:111: TestClockRunUntilExample (decl)
 struct TestClockRunUntilExample {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 102)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 111)
 @Test func succeedsOnTheThirdAttempt() async throws {
     struct Unavailable: Error {}
     let clock = TestClock()
@@ -96,9 +96,9 @@ struct TestClockRunUntilExample {
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:126: TestClockTimeoutExample (decl)
+// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:139: TestClockTimeoutExample (decl)
 struct TestClockTimeoutExample {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 126)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 139)
 @Test func timesOutASlowAttempt() async throws {
     let clock = TestClock()
     let task = Task {
@@ -121,9 +121,9 @@ struct TestClockTimeoutExample {
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:155: ImmediateClockExample (decl)
+// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:172: ImmediateClockExample (decl)
 struct ImmediateClockExample {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 155)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 172)
 @Test func givesUpAfterFiveAttempts() async {
     struct Unavailable: Error {}
     let clock = ImmediateClock()
@@ -139,9 +139,9 @@ struct ImmediateClockExample {
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:181: ScriptedHTTPServerExample (decl)
+// Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md:208: ScriptedHTTPServerExample (decl)
 struct ScriptedHTTPServerExample {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 181)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 208)
 @Test func retriesAFlakyEndpoint() async throws {
     let server = try ScriptedHTTPServer()
     defer { server.stop() }

@@ -128,3 +128,43 @@ struct OneCallSiteAtATimeTests {
         #expect(failing.callCount == 4)
     }
 }
+
+// MARK: - Fakes
+
+/// An error the fakes fail with.
+struct ServerBusy: Error, Equatable {}
+
+/// A fake ``ProfileAPI`` that fails its first `failures` calls (in both styles together) with ``ServerBusy``.
+final class FlakyProfileAPI: ProfileAPI {
+    private let calls = Locked(0)
+    private let failures: Int
+
+    init(failures: Int) {
+        self.failures = failures
+    }
+
+    /// How many calls were made.
+    var callCount: Int { calls.withLock { $0 } }
+
+    private func next(id: Int) -> Result<Profile, any Error> {
+        let call = calls.withLock { count in
+            count += 1
+            return count
+        }
+        return call <= failures ? .failure(ServerBusy()) : .success(Profile(id: id, name: "Ada"))
+    }
+
+    func load(id: Int, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void) {
+        let result = next(id: id)
+        DispatchQueue.global().async {
+            switch result {
+            case .success(let profile): completion(profile, nil)
+            case .failure(let error): completion(nil, error)
+            }
+        }
+    }
+
+    func profile(id: Int) async throws -> Profile {
+        try next(id: id).get()
+    }
+}

@@ -7,7 +7,7 @@ import Testing
 #endif
 
 /// Every URL error code in Alamofire's `RetryPolicy` documentation (seeds/002), typed out independently of
-/// `HTTPRetryPolicy.defaultRetryableURLErrorCodes`, with whether Alamofire retries it.
+/// `HTTPRetryPolicy.defaultRetryableTransportFailures`, with whether Alamofire retries it.
 ///
 /// The seed enables 18 codes and disables 30.
 private let seedURLErrorCodes: [(code: URLError.Code, retried: Bool)] = [
@@ -92,8 +92,11 @@ private func alamofireRetries(method: String, status: Int?, code: URLError.Code?
         #expect(HTTPRetryPolicy.defaultRetryableHTTPStatusCodes == [408, 500, 502, 503, 504])
         #expect(seedURLErrorCodes.count == 48)
         #expect(Set(seedURLErrorCodes.map(\.code)).count == 48)
-        #expect(HTTPRetryPolicy.defaultRetryableURLErrorCodes == Set(seedURLErrorCodes.filter(\.retried).map(\.code)))
-        #expect(HTTPRetryPolicy.defaultRetryableURLErrorCodes.count == 18)
+        // The 18 codes Alamofire retries, as transport failures: each maps to a failure of its own name.
+        let retried = seedURLErrorCodes.filter(\.retried).map(\.code)
+        #expect(HTTPRetryPolicy.defaultRetryableTransportFailures == Set(retried.map { TransportFailure($0) }))
+        #expect(HTTPRetryPolicy.defaultRetryableTransportFailures.count == 18)
+        #expect(Set(seedURLErrorCodes.map { TransportFailure($0.code) }).count == 48)
         let policy = HTTPRetryPolicy()
         #expect(policy.retryLimit == 2 && policy.maxAttempts == 3)
     }

@@ -1,5 +1,6 @@
 import Foundation
 import RetryKitHTTP
+import RetryKitTesting
 import Testing
 
 #if canImport(FoundationNetworking)
@@ -88,8 +89,67 @@ import Testing
     @Test func hintsUseTheInjectedClock() {
         let request = makeRequest()
         let response = makeResponse(503, headers: ["Retry-After": "Sun, 06 Nov 1994 08:49:37 GMT"])
-        let strategy = policy.strategy(for: request, now: { Date(timeIntervalSince1970: 784_111_777 - 12) })
+        var exact = policy
+        exact.retryAfterSpread = .none
+        let strategy = exact.strategy(for: request, now: { Date(timeIntervalSince1970: 784_111_777 - 12) })
         #expect(StrategyKind(strategy(HTTPStatusError(response: response))) == .retryAfter(.seconds(12)))
+    }
+
+    // MARK: Spreading retries after Retry-After (14.7)
+
+    @Test func theDefaultSpreadWaitsUpToTenPercentLongerThanTheHint() {
+        #expect(HTTPRetryPolicy.defaultRetryAfterSpread == .proportional(0.1))
+        #expect(policy.retryAfterSpread == .proportional(0.1))
+        #expect(HTTPRetryPolicy.alamofireCompatible.retryAfterSpread == .none)
+        let strategy = policy.strategy(for: makeRequest())
+        var waits: Set<Duration> = []
+        for _ in 0..<200 {
+            let hinted = HTTPStatusError(response: makeResponse(503, headers: ["Retry-After": "5"]))
+            guard case .retryAfter(let wait) = strategy(hinted) else {
+                Issue.record("not a Retry-After wait")
+                return
+            }
+            #expect(wait >= .seconds(5) && wait <= .milliseconds(5_500), "\(wait)")
+            waits.insert(wait)
+        }
+        #expect(waits.count > 150)  // spread, not lockstep
+        // The decision itself is the hint.
+        #expect(
+            StrategyKind(
+                policy.decision(
+                    for: makeRequest(), response: makeResponse(503, headers: ["Retry-After": "5"]), now: now))
+                == .retryAfter(.seconds(5)))
+    }
+
+    @Test(arguments: [
+        HTTPRetryPolicy.RetryAfterSpread.none, .proportional(0.1), .proportional(1), .proportional(7),
+        .proportional(-1), .proportional(.nan), .proportional(.infinity), .upTo(.seconds(3)), .upTo(.seconds(-3)),
+        .upTo(.seconds(Int64.max)),
+    ])
+    func spreadWaitsAreNeverBeforeTheHintNorPastTheCap(spread: HTTPRetryPolicy.RetryAfterSpread) {
+        var generator = SeededRandomNumberGenerator(seed: 0x5EED)
+        let hints: [Duration] = [
+            .zero, .nanoseconds(1), .milliseconds(1), .seconds(5), .seconds(59), .seconds(60), .seconds(61),
+            BackoffStrategy<ContinuousClock>.saturationLimit, .seconds(-1),
+        ]
+        let caps: [Duration] = [.zero, .seconds(1), .seconds(60), BackoffStrategy<ContinuousClock>.saturationLimit]
+        for hint in hints {
+            for cap in caps {
+                for _ in 0..<50 {
+                    let wait = spread.delay(after: hint, cap: cap, using: &generator)
+                    let floor = max(hint, .zero)
+                    #expect(wait >= floor, "\(spread) \(hint) \(cap): \(wait)")
+                    #expect(wait <= max(floor, cap), "\(spread) \(hint) \(cap): \(wait)")
+                }
+            }
+        }
+        // A zero hint spreads only with an absolute extra.
+        let zero = spread.delay(after: .zero, cap: .seconds(60), using: &generator)
+        if case .upTo(let d) = spread, d > .zero {
+            #expect(zero <= d)
+        } else {
+            #expect(zero == .zero)
+        }
     }
 
     // MARK: Idempotency (RFC 9110 §9.2.2)
@@ -145,7 +205,7 @@ import Testing
     @Test func cancellationIsNeverRetried() {
         var eager =
             policy
-            .adding(urlErrorCodes: [.cancelled])
+            .adding(transportFailures: [.cancelled])
             .deciding { _, _ in .backoff(.none) }
         eager.retryNonIdempotentRequests = true
         for candidate in [policy, .alamofireCompatible, eager] {
@@ -168,7 +228,7 @@ import Testing
         // RetryKit's own per-attempt timeout counts as URLError.timedOut.
         #expect(decide(error: RetryError(.attemptTimedOut, attempts: 1)) == .backoff)
         var noTimeouts = policy
-        noTimeouts.retryableURLErrorCodes.remove(.timedOut)
+        noTimeouts.retryableTransportFailures.remove(.timedOut)
         #expect(decide(noTimeouts, error: RetryError(.attemptTimedOut, attempts: 1)) == .stop)
         #expect(decide(noTimeouts, error: URLError(.timedOut)) == .stop)
     }
@@ -257,21 +317,21 @@ import Testing
                 seen.withLock {
                     $0.append("first \(context.method) \(context.statusCode ?? 0) \(StrategyKind(proposed))")
                 }
-                if context.statusCode == 423, context.request.url?.path == "/upload" {
+                if context.statusCode == 423, context.url?.path == "/upload" {
                     return .retryAfter(.seconds(2))
                 }
                 return proposed
             }
             .deciding { context, proposed in
-                let body = String(decoding: context.data, as: UTF8.self)
-                seen.withLock { $0.append("second \(StrategyKind(proposed)) \(body)") }
+                let lock = context.responseHeader("lock-token") ?? "-"
+                seen.withLock { $0.append("second \(StrategyKind(proposed)) \(lock)") }
                 return context.retryAfter == .seconds(7) ? .stop : proposed
             }
 
         let upload = makeRequest("PUT", url: URL(fileURLWithPath: "/upload"))
-        let locked = HTTPStatusError(response: makeResponse(423), data: Data("locked".utf8))
+        let locked = HTTPStatusError(response: makeResponse(423, headers: ["Lock-Token": "t1"]))
         #expect(StrategyKind(custom.decision(for: upload, error: locked, now: now)) == .retryAfter(.seconds(2)))
-        #expect(seen.withLock { $0 } == ["first PUT 423 stop", "second retryAfter(2.0 seconds) locked"])
+        #expect(seen.withLock { $0 } == ["first PUT 423 stop", "second retryAfter(2.0 seconds) t1"])
 
         let hinted = makeResponse(503, headers: ["Retry-After": "7"])
         #expect(StrategyKind(custom.decision(for: upload, response: hinted, now: now)) == .stop)
@@ -282,14 +342,74 @@ import Testing
         let seen = Locked<[String]>([])
         let recording = policy.deciding { context, proposed in
             seen.withLock {
-                $0.append("\(context.urlErrorCode?.rawValue ?? 0) \(context.isCancellation) \(context.response == nil)")
+                $0.append(
+                    "\(context.transportFailure?.rawValue ?? "-") \(context.isCancellation) \(context.statusCode ?? 0)")
             }
             return proposed
         }
         _ = recording.decision(for: makeRequest(), error: URLError(.timedOut), now: now)
         _ = recording.decision(for: makeRequest(), error: NSError(domain: NSURLErrorDomain, code: -1005), now: now)
         _ = recording.decision(for: makeRequest(), error: HTTPStatusError(response: makeResponse(500)), now: now)
-        #expect(seen.withLock { $0 } == ["-1001 false true", "-1005 false true", "0 false false"])
+        _ = recording.decision(for: makeRequest(), error: URLError(.cancelled), now: now)
+        _ = recording.decision(for: makeRequest(), error: RetryError(.attemptTimedOut, attempts: 1), now: now)
+        _ = recording.decision(for: makeRequest(), error: NSError(domain: NSURLErrorDomain, code: -1), now: now)
+        // A cancellation is never shown to custom decisions.
+        #expect(
+            seen.withLock { $0 } == [
+                "timedOut false 0", "networkConnectionLost false 0", "- false 500", "timedOut false 0",
+                "URLError(-1) false 0",
+            ])
+    }
+
+    @Test func everyStopSaysWhy() {
+        func stopReason(_ strategy: RetryStrategy<ContinuousClock>) -> String? {
+            if case .stop(let reason) = strategy { return "\(reason.name): \(reason.explanation)" }
+            return nil
+        }
+        let get = makeRequest()
+        #expect(
+            stopReason(policy.decision(for: get, response: makeResponse(429), now: now))
+                == "statusNotRetryable: status 429 is not retryable")
+        #expect(
+            stopReason(policy.decision(for: makeRequest("POST"), response: makeResponse(503), now: now))
+                == "methodNotIdempotent: POST is not idempotent and the request has no idempotency key")
+        #expect(
+            stopReason(policy.decision(for: get, response: makeResponse(503, headers: ["Retry-After": "61"]), now: now))
+                == "retryAfterBeyondCap: the server's Retry-After of 61.0 seconds is beyond the cap of 60.0 seconds")
+        #expect(
+            stopReason(policy.decision(for: get, error: URLError(.cannotParseResponse), now: now))
+                == "transportFailureNotRetryable: transport failure cannotParseResponse is not retryable")
+        #expect(
+            stopReason(policy.decision(for: get, error: URLError(.cancelled), now: now))
+                == "requestCancelled: the request was cancelled")
+        #expect(
+            stopReason(policy.decision(for: get, error: CocoaError(.fileNoSuchFile), now: now))?.hasPrefix(
+                "notATransportFailure") == true)
+    }
+
+    // MARK: Any client
+
+    @Test func plainValuesDecideAsURLSessionsTypesDo() {
+        let hint: @Sendable (String) -> String? = { $0.lowercased() == "retry-after" ? "5" : nil }
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, statusCode: 503))) == .backoff)
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, statusCode: 429, responseHeader: hint)))
+                == .retryAfter(.seconds(5)))
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .post, statusCode: 503))) == .stop)
+        let keyed: @Sendable (String) -> String? = { $0 == "Idempotency-Key" ? "k1" : nil }
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .post, requestHeader: keyed, statusCode: 503)))
+                == .backoff)
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, transportFailure: .timedOut))) == .backoff)
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, transportFailure: "tls"))) == .stop)
+        #expect(
+            StrategyKind(policy.decision(for: HTTPRetryContext(method: .get, transportFailure: .cancelled))) == .stop)
+        #expect(StrategyKind(policy.decision(for: HTTPRetryContext(method: .get))) == .stop)
+        // Response headers exist only with a response.
+        #expect(HTTPRetryContext(method: .get, responseHeader: hint).retryAfter == nil)
+        #expect(policy.treatsAsFailure(HTTPRetryContext(method: .get, statusCode: 503)))
+        #expect(!policy.treatsAsFailure(HTTPRetryContext(method: .get, statusCode: 404)))
     }
 
     // MARK: Which responses fail an attempt

@@ -63,7 +63,8 @@ import Testing
 
         #expect(result.status == 200)
         #expect(result.summary?.attempts == 2)
-        #expect(log.delays == [.seconds(1)])
+        // The hint, spread up to 10% later by default.
+        #expect(log.delays.count == 1 && log.delays.allSatisfy { $0 >= .seconds(1) && $0 <= .milliseconds(1_100) })
         let arrivals = server.requests(to: "/limited").map(\.receivedAt)
         #expect(arrivals.count == 2)
         if arrivals.count == 2 {
@@ -141,8 +142,8 @@ import Testing
         #expect(refused.body == "busy")
         #expect(refused.error == nil)
         #expect(server.requestCount(to: "/orders") == 1)
-        #expect(log.summary?.reason == .stopped)
-        #expect(log.failures.map(\.next) == [.giveUp(.stopped)])
+        #expect(log.summary?.reason == .stopped(.methodNotIdempotent))
+        #expect(log.failures.map(\.next) == [.giveUp(.stopped(.methodNotIdempotent))])
 
         var keyed = makeRequest("POST", url: server.url("/keyed-orders"), headers: ["Idempotency-Key": "order-42"])
         keyed.httpBody = Data("{\"item\":1}".utf8)
@@ -176,6 +177,12 @@ import Testing
         #expect(log.failures.allSatisfy { ($0.error as? URLError)?.code == .cannotConnectToHost })
         #expect(log.summary?.reason == .exhausted)
         #expect(log.summary?.attempts == 3)
+        // The URLError says why the retrier gave up.
+        let giveUp = (result.error as? URLError)?.userInfo[HTTPRetryPolicy.giveUpErrorKey] as? RetryError
+        #expect(giveUp?.reason == .exhausted)
+        #expect(giveUp?.attempts == 3)
+        #expect((giveUp?.lastError as? URLError)?.code == .cannotConnectToHost)
+        #expect(giveUp?.localizedDescription.hasPrefix("Every allowed attempt failed. 3 attempts ran in ") == true)
     }
 
     @Test(arguments: RequestStyle.allCases)
@@ -255,7 +262,10 @@ import Testing
         #expect(capped.body == "later")
         #expect(capped.error == nil)
         #expect(server.requestCount(to: "/much-later") == 1)
-        #expect(capLog.summary?.reason == .stopped)
+        #expect(capLog.summary?.reason == .stopped(.retryAfterBeyondCap))
+        if case .stopped(let stop) = capLog.summary?.reason {
+            #expect(stop.explanation == "the server's Retry-After of 120.0 seconds is beyond the cap of 60.0 seconds")
+        }
 
         // 30 s is within the cap but ends after the 10 s total timeout: the core gives up without waiting.
         var policy = HTTPRetryPolicy()
@@ -302,6 +312,28 @@ import Testing
 
         // Without the budget each request would have made 6 attempts.
         #expect(server.requestCount(to: "/outage") == 4)
+    }
+
+    @Test(arguments: RequestStyle.allCases)
+    func aTransportTimeoutCostsTheBudgetsTimeoutRetryCost(style: RequestStyle) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/hang": [.neverAnswer]])
+        defer { server.stop() }
+        let session = makeSession(timeout: 1)  // URLSession's own timeout: URLError.timedOut after 1 s
+        defer { session.finishTasksAndInvalidate() }
+        // A retry costs 1 token, a retry after a timeout 10: the bucket pays for one retry after a timeout, where it
+        // would pay for ten at the plain cost.
+        let budget = RetryBudget(capacity: 10, retryCost: 1, timeoutRetryCost: 10)
+        var policy = millisecondPolicy(retryLimit: 5, scale: 0.001)
+        policy.budget = budget
+        let log = EventLog()
+
+        let result = await send(
+            makeRequest(url: server.url("/hang")), policy: policy, style: style, in: session, log: log)
+        #expect(result.urlErrorCode == .timedOut)
+        #expect(log.summary?.reason == .budgetExhausted)
+        #expect(log.summary?.attempts == 2)
+        #expect(budget.availableTokens == 0)
+        #expect(server.requestCount(to: "/hang") == 2)
     }
 
     // MARK: Cancellation and timeouts

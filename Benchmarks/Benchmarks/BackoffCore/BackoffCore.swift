@@ -17,8 +17,8 @@ let benchmarks: @Sendable () -> Void = {
         metrics: [.wallClock, .throughput, .mallocCountTotal],
         timeUnits: .nanoseconds,
         scalingFactor: .kilo,
-        maxDuration: .seconds(1),
-        maxIterations: 100_000
+        maxDuration: benchmarkMaxDuration(.seconds(1)),
+        maxIterations: benchmarkMaxIterations(100_000)
     )
 
     /// The retry indices each iteration cycles through (0...15 covers growth and the cap: 10 ms · 2^8 > 2 s).

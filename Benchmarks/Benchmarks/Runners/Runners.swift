@@ -14,6 +14,7 @@
 // in README.md, so keep them in sync with `Sources/BenchReport/main.swift`.
 
 import Benchmark
+import BenchmarkSupport
 import Dispatch
 import RetryKit
 
@@ -29,8 +30,8 @@ let benchmarks: @Sendable () -> Void = {
         timeUnits: .nanoseconds,
         warmupIterations: 3,
         scalingFactor: .kilo,
-        maxDuration: .seconds(1),
-        maxIterations: 10_000
+        maxDuration: benchmarkMaxDuration(.seconds(1)),
+        maxIterations: benchmarkMaxIterations(10_000)
     )
     callbackBenchmarks()
     asyncBenchmarks()
@@ -104,7 +105,8 @@ func callbackBenchmarks() {
         ("fails twice, done later on the queue", failTwiceLater),
     ]
     for (label, operation) in cases {
-        let configuration = Benchmark.Configuration(maxDuration: .seconds(2))
+        let configuration = Benchmark.Configuration(
+            maxDuration: benchmarkMaxDuration(.seconds(2)), maxIterations: benchmarkMaxIterations(10_000))
         Benchmark("callback: RetryKit, \(label)", configuration: configuration) { benchmark in
             let finished = DispatchSemaphore(value: 0)
             retryKitChain(benchmark.scaledIterations.count, operation, finished)
@@ -181,7 +183,9 @@ func bridgeBenchmarks() {
     ]
     for (label, load) in cases {
         // A callback from another thread costs a thread wake-up, which varies a lot between samples: more of them.
-        let configuration = Benchmark.Configuration(maxDuration: .seconds(label.contains("later") ? 3 : 1))
+        let configuration = Benchmark.Configuration(
+            maxDuration: benchmarkMaxDuration(.seconds(label.contains("later") ? 3 : 1)),
+            maxIterations: benchmarkMaxIterations(10_000))
         Benchmark("bridge: RetryKit withRetry, \(label)", configuration: configuration) { benchmark in
             for _ in benchmark.scaledIterations {
                 blackHole(

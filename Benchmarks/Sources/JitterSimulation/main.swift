@@ -173,6 +173,11 @@ for strategy in SimulatedStrategy.all {
     print("- \(strategy.name): `\(strategy.expression)`")
 }
 
+print()
+for line in RetryAfterHerd.report(seed: options.seed, runs: options.runs) {
+    print(line)
+}
+
 if options.check && !missed.isEmpty {
     print()
     print("Targets missed: " + missed.joined(separator: "; "))

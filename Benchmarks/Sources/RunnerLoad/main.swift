@@ -3,6 +3,8 @@
 //     runner-load memory  callback|async|timer|task-sleep  [count]   bytes per waiting item (VmRSS delta / count)
 //     runner-load timers  callback|dispatch|async|task-sleep [count] lateness of 1–50 ms waits, all pending at once
 //     runner-load scale   callback|hand-written [count]              wall and CPU time per retrier, 1 ms backoff
+//     runner-load cancel  async|task-sleep|callback|timer [count]  cancel -> completion of waits on a 60 s
+//                         backoff, every core busy with a CPU-bound process (runner-load burn) meanwhile
 //
 // Each invocation measures one thing in a fresh process (memory freed by an earlier measurement would otherwise be
 // reused and hide the next one) and prints one line of `key=value` pairs, which `run.sh` collects into
@@ -221,7 +223,9 @@ func warmUp(_ kind: String) {
             await withTaskGroup(of: Void.self) { tasks in
                 for _ in 0..<200 {
                     tasks.addTask {
-                        _ = try? await retry(maxAttempts: 2) { () async throws -> Int in throw flaky } strategy: { _ in
+                        _ = try? await retry(maxAttempts: 2) { () async throws -> Int in
+                            throw flaky
+                        } strategy: { _ in
                             .backoff(.constant(.milliseconds(1)))
                         }
                     }
@@ -377,13 +381,147 @@ func scale(_ kind: String, count: Int) -> String {
         + "cpu_ns_per_retrier=\(format(cpu / Double(count), 0)) wall_ms=\(format(wall / 1e6))"
 }
 
+// MARK: - Prompt cancellation
+
+/// Starts a CPU-bound child process (this executable's `burn` figure) with one spinning thread per core; the caller
+/// terminates it.
+func startBurner() -> Process? {
+    let process = Process()
+    let executable =
+        (try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe"))
+        ?? CommandLine.arguments[0]
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = ["burn", "spin", String(ProcessInfo.processInfo.activeProcessorCount)]
+    process.standardOutput = FileHandle.nullDevice
+    do {
+        try process.run()
+        return process
+    } catch {
+        return nil
+    }
+}
+
+/// `threads` threads spinning until the process is terminated (at most 300 s, in case the parent died).
+func burn(threads: Int) -> Never {
+    for _ in 0..<max(threads, 1) {
+        Thread.detachNewThread {
+            var x: UInt64 = 1
+            while true {
+                for _ in 0..<1_000_000 { x = x &* 6_364_136_223_846_793_005 &+ 1 }
+                if x == 0 { print(x) }
+            }
+        }
+    }
+    sleep(300)
+    exit(0)
+}
+
+/// `count` waits on a 60 s backoff, then every core busied by a CPU-bound child process, then each wait cancelled:
+/// the time from a wait's own cancel call to its completion (the retrier's completion handler, the end of the task).
+/// Baselines: one-shot `DispatchSourceTimer`s cancelled (their cancel handler is the completion) and tasks in
+/// `Task.sleep` cancelled.
+func cancellation(_ kind: String, count: Int) -> String {
+    warmUp(kind == "async" || kind == "task-sleep" ? "async" : "callback")
+    let cancelled = Stamps(count: count)
+    let ended = Stamps(count: count)
+    let finished = Counter()
+    let reached = Counter()
+    var handles: [RetryHandle<Int>] = []
+    var sources: [any DispatchSourceTimer] = []
+    var tasks: [Task<Void, Never>] = []
+
+    switch kind {
+    case "async":
+        for index in 0..<count {
+            tasks.append(
+                Task.detached {
+                    _ = try? await retry(maxAttempts: 2) { () async throws -> Int in
+                        throw flaky
+                    } strategy: { _ in
+                        reached.increment()
+                        return .backoff(.constant(.seconds(60)))
+                    }
+                    ended[index] = uptime()
+                    finished.increment()
+                })
+        }
+        _ = waitUntil { reached.count >= count }
+    case "task-sleep":
+        for index in 0..<count {
+            tasks.append(
+                Task.detached {
+                    reached.increment()
+                    try? await Task.sleep(for: .seconds(60))
+                    ended[index] = uptime()
+                    finished.increment()
+                })
+        }
+        _ = waitUntil { reached.count >= count }
+    case "callback":
+        for index in 0..<count {
+            handles.append(
+                retry(maxAttempts: 2, on: queues[index % queues.count]) { (_, done: AttemptCompletion<Int>) in
+                    done(.failure(flaky))
+                } strategy: { _ in
+                    .backoff(.constant(.seconds(60)))
+                } completion: { _ in
+                    ended[index] = uptime()
+                    finished.increment()
+                })
+        }
+        drainQueues()
+    case "timer":
+        for index in 0..<count {
+            let source = DispatchSource.makeTimerSource(queue: queues[index % queues.count])
+            source.schedule(deadline: .now() + .seconds(60), repeating: .never, leeway: .nanoseconds(0))
+            source.setEventHandler {}
+            source.setCancelHandler {
+                ended[index] = uptime()
+                finished.increment()
+            }
+            source.activate()
+            sources.append(source)
+        }
+        drainQueues()
+    default:
+        return "error=unknown kind \(kind)"
+    }
+    usleep(300_000)  // the last ones settle into their wait
+
+    guard let burner = startBurner() else { return "error=cannot start the CPU-bound child process" }
+    usleep(500_000)  // the child's threads are spinning
+    let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first ?? "?"
+    let start = uptime()
+    for index in 0..<count {
+        cancelled[index] = uptime()
+        switch kind {
+        case "async", "task-sleep": tasks[index].cancel()
+        case "callback": handles[index].cancel()
+        default: sources[index].cancel()
+        }
+    }
+    let cancelLoop = uptime() - start
+    let allEnded = waitUntil(timeout: 60) { finished.count >= count }
+    let lastEnd = (0..<count).map { ended[$0] }.max() ?? start
+    burner.terminate()
+    burner.waitUntilExit()
+    guard allEnded else { return "error=\(count - finished.count) of \(count) waits did not end within 60 s" }
+
+    var latency = (0..<count).map { (Double(ended[$0]) - Double(cancelled[$0])) / 1e6 }
+    latency.sort()
+    return "figure=cancel kind=\(kind) count=\(count) p50_ms=\(format(percentile(latency, 50), 3)) "
+        + "p99_ms=\(format(percentile(latency, 99), 3)) max_ms=\(format(latency.last ?? .nan, 3)) "
+        + "last_end_ms=\(format(Double(lastEnd - start) / 1e6, 3)) cancel_loop_ms=\(format(Double(cancelLoop) / 1e6, 3)) "
+        + "burner_threads=\(ProcessInfo.processInfo.activeProcessorCount) loadavg_1m=\(load)"
+}
+
 // MARK: - Main
 
 let arguments = CommandLine.arguments.dropFirst()
 guard arguments.count >= 2 else {
     print(
         "usage: runner-load memory callback|async|timer|task-sleep [count] | timers callback|dispatch|async|task-sleep "
-            + "[count] | scale callback|hand-written [count]")
+            + "[count] | scale callback|hand-written [count] | cancel async|task-sleep|callback|timer [count]")
     exit(2)
 }
 let figure = arguments[arguments.startIndex]
@@ -394,6 +532,8 @@ switch figure {
 case "memory": line = memory(kind, count: count > 0 ? count : 100_000)
 case "timers": line = timers(kind, count: count > 0 ? count : 2_000)
 case "scale": line = scale(kind, count: count > 0 ? count : 10_000)
+case "cancel": line = cancellation(kind, count: count > 0 ? count : 1_000)
+case "burn": burn(threads: count)
 default: line = "error=unknown figure \(figure)"
 }
 print(line)

@@ -107,7 +107,7 @@ public func retry<R, E, C>(
     }
 }
 
-/// What the seed-compatible `retry` does next: the part of a state machine action it needs, and nothing more.
+/// What the basic `retry` does next: the part of a state machine action it needs, and nothing more.
 @usableFromInline
 enum AsyncRetryStep {
     /// Run attempt `number`.
@@ -130,7 +130,7 @@ enum AsyncRetryStep {
     }
 }
 
-/// The state machine of one seed-compatible `retry` call, on the heap, with the events that call feeds it.
+/// The state machine of one basic `retry` call, on the heap, with the events that call feeds it.
 ///
 /// Its methods are not inlined into `retry` on purpose: an action is a large enum, and every temporary of an async
 /// function takes room in the task's async frame, as would the machine itself. Kept out of the frame, a task waiting in

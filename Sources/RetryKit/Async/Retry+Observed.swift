@@ -1,8 +1,9 @@
 /// Retries an async operation with time limits and an observer: the async counterpart of the completion-handler
 /// `retry`, with the same limits and the same events.
 ///
-/// Use this overload when you need more than the seed-compatible
-/// ``retry(maxAttempts:tolerance:clock:isolation:operation:strategy:)``: a total deadline, a per-attempt timeout,
+/// Use this overload when you need more than the basic
+/// ``retry(maxAttempts:tolerance:clock:isolation:operation:strategy:)`` (source-compatible with the async `retry`
+/// library): a total deadline, a per-attempt timeout,
 /// events for logging and metrics, or the attempt number inside the operation.
 ///
 /// ```swift
@@ -18,7 +19,7 @@
 ///
 /// ## How it runs
 ///
-/// Exactly as the seed-compatible overload: attempt 1 at once; after a failure with attempts left, `strategy`
+/// Exactly as the basic overload: attempt 1 at once; after a failure with attempts left, `strategy`
 /// decides; a zero delay does not suspend; the last attempt's own error is rethrown when attempts run out, the failed
 /// attempt's own error on ``RetryStrategy/stop``. In addition:
 ///
@@ -41,16 +42,17 @@
 ///
 /// ## Cancellation
 ///
-/// As in the seed-compatible overload: checked before every attempt and when an attempt fails; a wait ends at once.
+/// As in the basic overload: checked before every attempt and when an attempt fails; a wait ends at once.
 /// A cancelled task throws `CancellationError`.
 ///
 /// - Parameters:
 ///   - maxAttempts: The most attempts, including the first. `3` by default; below 1 throws ``RetryError``
 ///     (``RetryError/Reason-swift.enum/invalidConfiguration(_:)``) without running an attempt.
 ///   - totalTimeout: The time allowed for all attempts and waits together, or `nil` for no limit. `nil` by default.
-///     Negative throws ``RetryError`` (invalid configuration).
+///     Negative throws ``RetryError`` (invalid configuration); longer than ``BackoffStrategy/saturationLimit``
+///     (about 31.7 years) counts as that limit.
 ///   - attemptTimeout: The time one attempt may take, or `nil` for no limit. `nil` by default. Zero or negative
-///     throws ``RetryError`` (invalid configuration).
+///     throws ``RetryError`` (invalid configuration); longer than the saturation limit counts as that limit.
 ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
 ///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`).
 ///   - isolation: The actor `strategy` and `observer` run on; inherited from the caller.

@@ -48,8 +48,10 @@
 ///   - maxAttempts: The most attempts, including the first. `3` by default; below 1 throws ``RetryError``
 ///     (``RetryError/Reason-swift.enum/invalidConfiguration(_:)``) without running an attempt.
 ///   - totalTimeout: The time allowed for all attempts and waits together, or `nil` for no limit. `nil` by default.
+///     Longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years) counts as that limit.
 ///   - attemptTimeout: The time one attempt may take before it is abandoned and counts as failed with
-///     ``RetryError/Reason-swift.enum/attemptTimedOut``, or `nil`. `nil` by default.
+///     ``RetryError/Reason-swift.enum/attemptTimedOut``, or `nil`. `nil` by default. Longer than the saturation limit
+///     counts as that limit.
 ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
 ///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`).
 ///   - isolation: The actor `operation`, `strategy` and `observer` run on; inherited from the caller.

@@ -65,7 +65,8 @@ import Dispatch
 ///     passes (an attempt still running then is abandoned) or as soon as a wait would end after it. `nil` (no
 ///     deadline) by default.
 ///   - attemptTimeout: How long one attempt may take before it fails with ``RetryError`` `.attemptTimedOut`. `nil` (no
-///     limit) by default.
+///     limit) by default. Either timeout, if longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years),
+///     counts as that limit.
 ///   - queue: The queue the operation, strategy, observer and completion run on.
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default; pass a
 ///     `TestScheduler` to test on virtual time.

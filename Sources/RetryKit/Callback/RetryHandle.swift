@@ -40,7 +40,7 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     ///   attempt whose `attemptStarted` event was emitted but whose operation had not been called yet.)
     /// - **Finished:** nothing happens. The completion never runs twice.
     ///
-    /// Observers see ``RetryEvent/finished(_:error:)`` with ``RetryFinishReason/cancelled`` and no result for the
+    /// Observers see ``RetryEvent/finished(_:error:)`` with ``RetryError/Reason-swift.enum/cancelled`` and no result for the
     /// attempt in flight. Idempotent; safe from any thread, including from inside the retrier's own callbacks.
     public func cancel() {
         runner.cancel()

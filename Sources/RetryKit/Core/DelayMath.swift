@@ -46,10 +46,18 @@ enum DelayMath {
             secondsComponent: parts.seconds, attosecondsComponent: parts.attoseconds / 1_000_000_000 * 1_000_000_000)
     }
 
+    /// The bound every duration RetryKit waits for lies in: ``limitSeconds`` as a `Duration`.
+    static let limit = Duration.seconds(Int64(limitSeconds))
+
     /// `d` clamped to `[0, limit]` without a detour through `Double` when it is already in range.
     static func clamp(_ d: Duration) -> Duration {
         if d <= .zero { return .zero }
-        let limit = Duration.seconds(Int64(limitSeconds))
         return d < limit ? d : limit
+    }
+
+    /// `d` with its upper end clamped to `limit`; negative values stay as they are (so that a configuration check can
+    /// still reject them).
+    static func bounded(_ d: Duration) -> Duration {
+        d < limit ? d : limit
     }
 }

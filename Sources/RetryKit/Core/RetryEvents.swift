@@ -14,31 +14,21 @@ public struct RetryAttempt: Sendable, Hashable, CustomStringConvertible {
         self.elapsed = elapsed
     }
 
-    /// How many retries remain if this attempt fails: `maxAttempts − number` (the blog's "retries left").
+    /// How many retries remain if this attempt fails: `maxAttempts − number` (the "retries left" of a hand-written
+    /// recursive `requestWithRetry`).
     public var retriesLeft: Int { maxAttempts - number }
 
     public var description: String { "attempt \(number)/\(maxAttempts == .max ? "∞" : String(maxAttempts))" }
 }
 
-/// How a retrier finished.
-public enum RetryFinishReason: Sendable, Hashable {
-    /// An attempt succeeded.
-    case succeeded
-    /// The last allowed attempt failed; the retrier finished with that attempt's error.
-    case exhausted
-    /// The strategy returned ``RetryStrategy/stop``; the retrier finished with the attempt's error.
-    case stopped
-    /// The total timeout expired ( ``RetryError/Reason-swift.enum/deadlineExceeded`` ).
-    case deadlineExceeded
-    /// The retrier was cancelled (`CancellationError`).
-    case cancelled
-    /// The configuration was invalid; no attempt ran.
-    case invalidConfiguration
-    /// A shared retry budget refused the retry.
-    case budgetExhausted
-    /// The condition gating the retrier ended while it was false (``RetryError/Reason-swift.enum/conditionEnded``).
-    case conditionEnded
-}
+/// How a retrier finished: the same enum as ``RetryError/Reason-swift.enum``, which events and errors share.
+///
+/// A summary's reason is one of ``RetryError/Reason-swift.enum/succeeded``, ``RetryError/Reason-swift.enum/exhausted``,
+/// ``RetryError/Reason-swift.enum/stopped(_:)`` (with the strategy's ``RetryStopReason``),
+/// ``RetryError/Reason-swift.enum/deadlineExceeded``, ``RetryError/Reason-swift.enum/cancelled``,
+/// ``RetryError/Reason-swift.enum/invalidConfiguration(_:)``, ``RetryError/Reason-swift.enum/budgetExhausted`` or
+/// ``RetryError/Reason-swift.enum/conditionEnded``.
+public typealias RetryFinishReason = RetryError.Reason
 
 /// What a finished retrier reports: how it ended, how many attempts ran and how long it took.
 public struct RetrySummary: Sendable, Hashable {

@@ -9,15 +9,35 @@ package struct RetryConfiguration: Sendable {
     package var attemptTimeout: Duration?
     /// A budget shared with other retriers that must pay for every retry; `nil` for none.
     package var budget: RetryBudget?
+    /// Whether a failure is a timeout of the operation's own (a transport's timeout, say), charged to the budget like
+    /// RetryKit's attempt timeout; `nil` when only RetryKit's attempt timeout counts.
+    package var isTimeout: (@Sendable (any Error) -> Bool)?
 
     @usableFromInline
     package init(
-        maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil
+        maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil,
+        isTimeout: (@Sendable (any Error) -> Bool)? = nil
     ) {
         self.maxAttempts = maxAttempts
         self.totalTimeout = totalTimeout
         self.attemptTimeout = attemptTimeout
         self.budget = budget
+        self.isTimeout = isTimeout
+    }
+
+    /// This configuration with both timeouts bounded by ``BackoffStrategy/saturationLimit`` (10⁹ s, about 31.7 years):
+    /// a longer timeout, up to `.seconds(Int64.max)` and beyond, counts as that limit.
+    ///
+    /// The one place where a user's timeouts are clamped, for every style: ``RetryStateMachine`` applies it to the
+    /// configuration it is created with, so that every deadline a runner computes from it (`clock.now` plus a timeout,
+    /// a `DispatchTime`, a virtual instant) stays far from overflow, and nothing converts a duration that does not
+    /// fit. Values that ``problem`` rejects (a negative total timeout, a per-attempt timeout that is not positive)
+    /// stay as they are and are still rejected.
+    package var bounded: RetryConfiguration {
+        var copy = self
+        copy.totalTimeout = totalTimeout.map(DelayMath.bounded)
+        copy.attemptTimeout = attemptTimeout.map(DelayMath.bounded)
+        return copy
     }
 
     /// A description of what is wrong, or `nil` if the configuration can run.
@@ -50,7 +70,7 @@ package struct RetryDecisionContext: Sendable {
     @usableFromInline
     package func resolve<C>(_ strategy: RetryStrategy<C>) -> RetryDecision {
         switch strategy {
-        case .stop: return .stop
+        case .stop(let reason): return .stop(reason)
         case .retryAfter(let delay): return .retry(after: DelayMath.clamp(delay))
         case .backoff(let backoff): return .retry(after: backoff.delay(forRetry: retryIndex, previous: previousDelay))
         }
@@ -60,8 +80,11 @@ package struct RetryDecisionContext: Sendable {
 /// A resolved strategy answer.
 @usableFromInline
 package enum RetryDecision: Sendable, Hashable {
-    case stop
+    case stop(RetryStopReason)
     case retry(after: Duration)
+
+    /// A stop for ``RetryStopReason/unspecified``.
+    package static var stop: Self { .stop(.unspecified) }
 }
 
 /// How a retrier ends: everything a runner needs to emit the last events and call its completion.
@@ -109,7 +132,7 @@ package struct RetryTermination: Sendable {
 /// ```
 ///
 /// With a ``RetryBudget`` in the configuration, every retry must be paid for in ``decide(_:at:)`` (a refused retry
-/// finishes with ``RetryFinishReason/budgetExhausted``) and a success refunds what its retry cost. The budget is the
+/// finishes with ``RetryError/Reason-swift.enum/budgetExhausted``) and a success refunds what its retry cost. The budget is the
 /// one piece of state shared between state machines; it is thread-safe.
 ///
 /// Every event that does not fit the current state (a late or duplicate result, a timer that lost a race with
@@ -152,9 +175,10 @@ package struct RetryStateMachine: Sendable {
     /// What the budget charged for the retry that led to the current attempt (`nil` for the first attempt).
     private var budgetPaid: Int?
 
+    /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
     package init(_ configuration: RetryConfiguration) {
-        self.configuration = configuration
+        self.configuration = configuration.bounded
     }
 
     /// Whether the retrier has finished.
@@ -201,10 +225,10 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func attemptTimedOut(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
-        let timeout = RetryError(.attemptTimedOut, lastError: nil, attempts: attempt.number)
+        let timeout = RetryError(.attemptTimedOut, lastError: nil, attempts: attempt.number, elapsed: now)
         if let deadline = configuration.totalTimeout, now >= deadline {
             lastError = lastError ?? timeout
-            return finish(.deadlineExceeded, error: deadlineError(), at: now, failed: (attempt, timeout))
+            return finish(.deadlineExceeded, error: deadlineError(at: now), at: now, failed: (attempt, timeout))
         }
         return failed(attempt, error: timeout, at: now)
     }
@@ -214,16 +238,19 @@ package struct RetryStateMachine: Sendable {
     package mutating func decide(_ decision: RetryDecision, at now: Duration) -> Action {
         guard case .deciding(let attempt, let error) = state else { return .none }
         switch decision {
-        case .stop:
-            return finish(.stopped, error: error, at: now, failed: (attempt, error))
-        case .retry(let delay):
+        case .stop(let reason):
+            return finish(.stopped(reason), error: error, at: now, failed: (attempt, error))
+        case .retry(let requested):
+            // Resolved decisions are in range already; one made up by a caller of this package API is clamped too.
+            let delay = DelayMath.clamp(requested)
             if let deadline = configuration.totalTimeout, now + delay >= deadline {
-                return finish(.deadlineExceeded, error: deadlineError(), at: now, failed: (attempt, error))
+                return finish(.deadlineExceeded, error: deadlineError(at: now), at: now, failed: (attempt, error))
             }
             if let budget = configuration.budget {
-                let afterTimeout = (error as? RetryError)?.reason == .attemptTimedOut
+                let afterTimeout =
+                    (error as? RetryError)?.reason == .attemptTimedOut || configuration.isTimeout?(error) == true
                 guard let paid = budget.withdraw(afterTimeout: afterTimeout) else {
-                    let refused = RetryError(.budgetExhausted, lastError: error, attempts: attempt.number)
+                    let refused = RetryError(.budgetExhausted, lastError: error, attempts: attempt.number, elapsed: now)
                     return finish(.budgetExhausted, error: refused, at: now, failed: (attempt, error))
                 }
                 budgetPaid = paid
@@ -255,7 +282,7 @@ package struct RetryStateMachine: Sendable {
         if let deadline = configuration.totalTimeout {
             let left = deadline - now
             if left <= .zero {
-                return finish(.deadlineExceeded, error: deadlineError(), at: now)
+                return finish(.deadlineExceeded, error: deadlineError(at: now), at: now)
             }
             timeout = timeout.map { Swift.min($0, left) } ?? left
         }
@@ -266,6 +293,11 @@ package struct RetryStateMachine: Sendable {
     }
 
     private mutating func failed(_ attempt: RetryAttempt, error: any Error, at now: Duration) -> Action {
+        var error = error
+        if let missing = error as? RetryError, missing.reason == .missingResult {
+            // Made by a completion that does not know the attempt's place in the run: say which attempt, and when.
+            error = RetryError(.missingResult, attempts: attempt.number, elapsed: now)
+        }
         lastError = error
         if attempt.number >= configuration.maxAttempts {
             return finish(.exhausted, error: error, at: now, failed: (attempt, error))
@@ -275,8 +307,8 @@ package struct RetryStateMachine: Sendable {
         return .consultStrategy(context, error: error)
     }
 
-    private func deadlineError() -> RetryError {
-        RetryError(.deadlineExceeded, lastError: lastError, attempts: attemptsRun)
+    private func deadlineError(at now: Duration) -> RetryError {
+        RetryError(.deadlineExceeded, lastError: lastError, attempts: attemptsRun, elapsed: now)
     }
 
     private mutating func finish(

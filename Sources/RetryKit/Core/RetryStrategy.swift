@@ -16,8 +16,17 @@ public enum RetryStrategy<C: Clock>: Sendable where C.Duration == Duration {
     /// ``BackoffStrategy/saturationLimit``. If the wait would end after the retrier's total deadline, the retrier gives
     /// up at once instead of sleeping pointlessly.
     case retryAfter(Duration)
+    /// Do not retry, for this reason: the retrier finishes with the error of the attempt that just failed, and its
+    /// summary reason is ``RetryError/Reason-swift.enum/stopped(_:)`` with `reason`.
+    ///
+    /// `case .stop:` in a `switch` matches every stop, whatever its reason.
+    case stop(because: RetryStopReason)
+
     /// Do not retry: the retrier finishes with the error of the attempt that just failed.
-    case stop
+    ///
+    /// The same as ``stop(because:)`` with ``RetryStopReason/unspecified``; say why with ``stop(because:)`` so that
+    /// the summary and the events can tell.
+    public static var stop: Self { .stop(because: .unspecified) }
 }
 
 extension RetryStrategy {
@@ -26,7 +35,7 @@ extension RetryStrategy {
         switch self {
         case .backoff(let backoff): return .backoff(backoff.retagged())
         case .retryAfter(let delay): return .retryAfter(delay)
-        case .stop: return .stop
+        case .stop(let reason): return .stop(because: reason)
         }
     }
 }

@@ -162,6 +162,7 @@ public struct RetryPolicy: Sendable {
     ///
     /// Applied twice, the shorter timeout wins. A negative timeout makes every run finish at once with ``RetryError``
     /// (invalid configuration).
+    /// Longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years) counts as that limit.
     public func giveUpAfter(timeout: Duration) -> RetryPolicy {
         var copy = self
         copy.configuration.totalTimeout = configuration.totalTimeout.map { Swift.min($0, timeout) } ?? timeout
@@ -184,6 +185,7 @@ public struct RetryPolicy: Sendable {
     ///
     /// Applied twice, the shorter timeout wins. Zero or negative makes every run finish at once with ``RetryError``
     /// (invalid configuration).
+    /// Longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years) counts as that limit.
     public func attemptTimeout(_ timeout: Duration) -> RetryPolicy {
         var copy = self
         copy.configuration.attemptTimeout = configuration.attemptTimeout.map { Swift.min($0, timeout) } ?? timeout
@@ -227,9 +229,10 @@ public struct RetryPolicy: Sendable {
     /// A policy that polls: after each success it waits `delay`, then runs the job again, retrying failures with this
     /// policy, which starts afresh after each success.
     ///
-    /// - Parameter delay: The wait after each success, measured from the success. Negative counts as zero.
+    /// - Parameter delay: The wait after each success, measured from the success. Negative counts as zero, longer
+    ///   than ``BackoffStrategy/saturationLimit`` (about 31.7 years) as that limit.
     public func repeating(withDelay delay: Duration) -> RepeatingRetryPolicy {
-        RepeatingRetryPolicy(policy: self, delay: Swift.max(delay, .zero))
+        RepeatingRetryPolicy(policy: self, delay: DelayMath.clamp(delay))
     }
 
     // MARK: - Inspection

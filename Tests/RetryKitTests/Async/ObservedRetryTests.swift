@@ -72,7 +72,7 @@ struct ObservedRetryTests {
                 "started 1/2 at 0.0 seconds",
                 "failed 1 with AsyncTestError(1) next retry(after: 0.0 seconds)",
                 "started 2/2 at 0.0 seconds",
-                "failed 2 with AsyncTestError(2) next giveUp(RetryKit.RetryFinishReason.exhausted)",
+                "failed 2 with AsyncTestError(2) next giveUp(exhausted)",
                 "finished exhausted after 2 at 0.0 seconds with AsyncTestError(2)",
             ])
 
@@ -118,7 +118,7 @@ struct ObservedRetryTests {
         #expect(error?.lastError as? AsyncTestError == AsyncTestError(id: 2))
         #expect(clock.now == .zero.advanced(by: .seconds(3)))  // gave up at 3 s without sleeping to 6 s
         #expect(
-            events.values.suffix(2).first?.hasSuffix("next giveUp(RetryKit.RetryFinishReason.deadlineExceeded)") == true
+            events.values.suffix(2).first?.hasSuffix("next giveUp(deadlineExceeded)") == true
         )
     }
 
@@ -165,11 +165,11 @@ struct ObservedRetryTests {
         await clock.waitForSleepers(2)
         await clock.advance(by: .seconds(1))
         #expect(try await task.value == 2)
-        #expect(seen.values == ["RetryError(attempt timed out after 1 attempt)"])
+        #expect(seen.values == ["RetryError(attempt timed out after 1 attempt in 1.0 seconds)"])
         #expect(
             events.values == [
                 "started 1/3 at 0.0 seconds",
-                "failed 1 with RetryError(attempt timed out after 1 attempt) next retry(after: 0.0 seconds)",
+                "failed 1 with RetryError(attempt timed out after 1 attempt in 1.0 seconds) next retry(after: 0.0 seconds)",
                 "started 2/3 at 1.0 seconds",
                 "succeeded 2 with 2",
                 "finished succeeded after 2 at 1.0 seconds with nil",

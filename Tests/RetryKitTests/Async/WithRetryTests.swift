@@ -265,7 +265,7 @@ struct WithRetryTests {
         #expect(
             events.values == [
                 "started 1/3 at 0.0 seconds",
-                "failed 1 with RetryError(attempt timed out after 1 attempt) next retry(after: 0.0 seconds)",
+                "failed 1 with RetryError(attempt timed out after 1 attempt in 2.0 seconds) next retry(after: 0.0 seconds)",
                 "started 2/3 at 2.0 seconds",
                 "succeeded 2 with item 2",
                 "finished succeeded after 2 at 2.0 seconds with nil",

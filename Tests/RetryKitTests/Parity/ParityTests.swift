@@ -99,7 +99,8 @@ struct ParityTests {
         let a1 = attempt(1, of: 10, at: .zero)
         let a2 = attempt(2, of: 10, at: d[0])
         let a3 = attempt(3, of: 10, at: d[0] + d[1])
-        let deadline = "RetryError(retry deadline exceeded after 3 attempts; last error: TestError(3))"
+        let deadline =
+            "RetryError(retry deadline exceeded after 3 attempts in \(d[0] + d[1]); last error: TestError(3))"
         let expected = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
@@ -119,12 +120,15 @@ struct ParityTests {
         scenario.totalTimeout = d[0] + .seconds(3)
         let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
-        let deadline = "RetryError(retry deadline exceeded after 2 attempts; last error: TestError(1))"
+        let deadline =
+            "RetryError(retry deadline exceeded after 2 attempts in \(d[0] + .seconds(3)); last error: TestError(1))"
         let expected = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
                 .started(a2),
-                .failed(a2, error: "RetryError(attempt timed out after 2 attempts)", next: .giveUp(.deadlineExceeded)),
+                .failed(
+                    a2, error: "RetryError(attempt timed out after 2 attempts in \(d[0] + .seconds(3)))",
+                    next: .giveUp(.deadlineExceeded)),
                 .finished(
                     RetrySummary(reason: .deadlineExceeded, attempts: 2, elapsed: d[0] + .seconds(3)), error: deadline),
                 .result("error \(deadline)"),
@@ -161,7 +165,9 @@ struct ParityTests {
         let expected = ParityRun(
             log: [
                 .started(a1),
-                .failed(a1, error: "RetryError(attempt timed out after 1 attempt)", next: .retry(after: d[0])),
+                .failed(
+                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
+                ),
                 .started(a2), .succeeded(a2, value: "v2"),
                 .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: .seconds(2) + d[0]), error: nil),
                 .result("value v2"),

@@ -435,7 +435,7 @@ struct ConditionAsyncTests {
                 "started 1/3 at 0.0 seconds", "failed 1 with AsyncTestError(1) \(retry)",
                 "started 2/3 at 1.0 seconds", "failed 2 with AsyncTestError(2) \(retry)",
                 "started 3/3 at 2.0 seconds",
-                "failed 3 with AsyncTestError(3) next giveUp(RetryKit.RetryFinishReason.exhausted)",
+                "failed 3 with AsyncTestError(3) next giveUp(exhausted)",
                 "finished exhausted after 4 at 2.0 seconds with AsyncTestError(3)",
             ])
         #expect(condition.observerCount == 0)

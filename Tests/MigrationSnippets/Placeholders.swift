@@ -1,7 +1,8 @@
-// Placeholders for the code the documentation's snippets talk about: "your" model types and APIs, and the parts of
-// Alamofire that the "before" code uses. Only the names and signatures matter; the snippets that run use the fakes at
-// the bottom. The snippets themselves live in the Markdown and are copied into Generated*.swift by
-// scripts/check-snippets.py.
+// Placeholders for the code that the documentation's fragments talk about: "your" model types and APIs, and the parts
+// of Alamofire that the "before" code uses. Only the names and signatures matter. A block that uses them says so on its
+// first line of code (`// Fragment: …`); `scripts/check-snippets.py --typecheck` compiles such a block with this file
+// and nothing else but its own imports, every other block on its own. This file must not use anything that RetryKit
+// does not make public.
 
 import Dispatch
 import Foundation
@@ -28,8 +29,19 @@ protocol ProfileAPI: Sendable {
     func profile(id: Int) async throws -> Profile
 }
 
-/// The API the snippets that are only compiled call.
-let api: any ProfileAPI = FlakyProfileAPI(failures: 0)
+/// The API the fragments call.
+let api: any ProfileAPI = PlaceholderProfileAPI()
+
+/// A ``ProfileAPI`` that answers at once.
+struct PlaceholderProfileAPI: ProfileAPI {
+    func load(id: Int, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void) {
+        completion(Profile(id: id, name: "Ada"), nil)
+    }
+
+    func profile(id: Int) async throws -> Profile {
+        Profile(id: id, name: "Ada")
+    }
+}
 
 /// Where the snippets that are only compiled send requests.
 let profileURL = URL(string: "https://api.example.com/profiles/42") ?? URL(fileURLWithPath: "/")
@@ -44,57 +56,6 @@ func log(_ message: String) {
     _ = message
 }
 
-// MARK: - Helpers the snippets use
-
-/// A thread-safe list that `@Sendable` closures (observers, completions) can append to.
-final class Recorder<Element: Sendable>: Sendable {
-    private let storage = Locked<[Element]>([])
-
-    func append(_ element: Element) {
-        storage.withLock { $0.append(element) }
-    }
-
-    var values: [Element] { storage.withLock { $0 } }
-}
-
-/// An error the fakes fail with.
-struct ServerBusy: Error, Equatable {}
-
-/// A fake ``ProfileAPI`` that fails its first `failures` calls (in both styles together) with ``ServerBusy``.
-final class FlakyProfileAPI: ProfileAPI {
-    private let calls = Locked(0)
-    private let failures: Int
-
-    init(failures: Int) {
-        self.failures = failures
-    }
-
-    /// How many calls were made.
-    var callCount: Int { calls.withLock { $0 } }
-
-    private func next(id: Int) -> Result<Profile, any Error> {
-        let call = calls.withLock { count in
-            count += 1
-            return count
-        }
-        return call <= failures ? .failure(ServerBusy()) : .success(Profile(id: id, name: "Ada"))
-    }
-
-    func load(id: Int, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void) {
-        let result = next(id: id)
-        DispatchQueue.global().async {
-            switch result {
-            case .success(let profile): completion(profile, nil)
-            case .failure(let error): completion(nil, error)
-            }
-        }
-    }
-
-    func profile(id: Int) async throws -> Profile {
-        try next(id: id).get()
-    }
-}
-
 // MARK: - Alamofire, as far as the "before" code uses it
 
 /// The few Alamofire names the migration guide's "before" code uses, with Alamofire's signatures. Snippets marked
@@ -107,7 +68,7 @@ enum Alamofire {
             exponentialBackoffScale: Double = 0.5,
             retryableHTTPMethods: Set<HTTPMethod> = HTTPRetryPolicy.defaultRetryableHTTPMethods,
             retryableHTTPStatusCodes: Set<Int> = HTTPRetryPolicy.defaultRetryableHTTPStatusCodes,
-            retryableURLErrorCodes: Set<URLError.Code> = HTTPRetryPolicy.defaultRetryableURLErrorCodes
+            retryableURLErrorCodes: Set<URLError.Code> = []
         ) {}
     }
 

@@ -1,0 +1,97 @@
+import Foundation
+
+/// Retrying the requests of any HTTP client.
+extension HTTPRetryPolicy {
+    /// Runs `attempt` until it returns a response that does not fail its attempt, retrying as the policy says: the
+    /// async retrier for any HTTP client, as the URLSession methods are for URLSession.
+    ///
+    /// The client supplies plain values: the request's method and headers, each response's status and headers, and a
+    /// classification of its errors. An AsyncHTTPClient adapter, for example:
+    ///
+    /// ```swift
+    /// let response = try await policy.run(
+    ///     method: HTTPMethod(request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
+    ///     statusCode: { Int($0.status.code) }, responseHeader: { $0.headers.first(name: $1) },
+    ///     classify: { $0 is HTTPClientError ? .networkConnectionLost : TransportFailure(classifying: $0) }
+    /// ) { _ in try await client.execute(request, timeout: .seconds(10)) }
+    /// ```
+    ///
+    /// Attempts, decisions and limits are those of URLSession's `data(for:retryPolicy:)`:
+    ///
+    /// - **Returns** the first response that does not fail its attempt (``treatsAsFailure(_:)``), or the **last
+    ///   response** when the retrier gives up on a failing one (attempts exhausted, the policy stops, the total timeout
+    ///   or the budget refuses the next retry): a 503 after the last retry is returned, not thrown.
+    /// - **Throws** a `RetryError` when the retrier gives up on an error: its `reason` says why (the summary's reason:
+    ///   `.exhausted`, `.stopped(.transportFailureNotRetryable)`, `.deadlineExceeded`, `.budgetExhausted`, …), its
+    ///   `lastError` is the client's error; `CancellationError` when the calling task is cancelled.
+    ///
+    /// A transport error that `classify` calls ``TransportFailure/timedOut`` costs the budget's `timeoutRetryCost`.
+    ///
+    /// - Parameters:
+    ///   - method: The request's method.
+    ///   - url: The request's URL, for custom decisions; `nil` by default.
+    ///   - requestHeader: Looks a request header up by name, case-insensitively (for `Idempotency-Key`).
+    ///   - statusCode: The status code of a response.
+    ///   - responseHeader: Looks a header of a response up by name, case-insensitively (for `Retry-After`).
+    ///   - classify: The transport failure an error of `attempt` stands for, or `nil` if it is none (never retried);
+    ///     ``TransportFailure/init(classifying:)`` by default.
+    ///   - isolation: The actor the policy's decisions and `observer` run on; inherited from the caller.
+    ///   - observer: Receives the retrier's `RetryEvent`s in order; a failing response arrives as an
+    ///     ``HTTPStatusError`` whose `response` is the client's.
+    ///   - attempt: Sends the request once; cancelled with the calling task or by RetryKit's attempt timeout.
+    /// - Returns: The response of the final attempt.
+    public func run<Response: Sendable>(
+        method: HTTPMethod,
+        url: URL? = nil,
+        requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        statusCode: @escaping @Sendable (Response) -> Int,
+        responseHeader: @escaping @Sendable (Response, String) -> String?,
+        classify: @escaping @Sendable (any Error) -> TransportFailure? = { TransportFailure(classifying: $0) },
+        isolation: isolated (any Actor)? = #isolation,
+        observer: (RetryEvent<Response>) -> Void = { _ in },
+        attempt: @escaping @Sendable (RetryAttempt) async throws -> Response
+    ) async throws -> Response {
+        let policy = self
+        let strategy = strategy(method: method, url: url, requestHeader: requestHeader, classify: classify)
+        var summary: RetrySummary?
+        do {
+            return try await retry(
+                configuration: configuration(classify: classify),
+                tolerance: nil,
+                clock: ContinuousClock(),
+                isolation: isolation,
+                operation: { number in
+                    let response = try await attempt(number)
+                    let failure = HTTPStatusError(
+                        statusCode: statusCode(response), response: response,
+                        header: { responseHeader(response, $0) })
+                    let context = HTTPRetryContext(
+                        method: method, url: url, requestHeader: requestHeader, error: failure, classify: classify,
+                        now: Date())
+                    if policy.treatsAsFailure(context) { throw failure }
+                    return response
+                },
+                strategy: strategy,
+                observer: { event in
+                    if case .finished(let finished, _) = event { summary = finished }
+                    observer(event)
+                })
+        } catch {
+            if let response = Self.lastResponse(in: error, as: Response.self) { return response }
+            guard let summary, summary.reason != .cancelled, (error as? RetryError)?.reason != summary.reason else {
+                throw error
+            }
+            throw RetryError(summary.reason, lastError: error, attempts: summary.attempts, elapsed: summary.elapsed)
+        }
+    }
+
+    /// The failing response the retrier gave up on, if `error` is one (or a deadline or budget refusal after one).
+    static func lastResponse<Response>(in error: any Error, as type: Response.Type) -> Response? {
+        if let status = error as? HTTPStatusError { return status.response as? Response }
+        guard let retryError = error as? RetryError,
+            retryError.reason == .deadlineExceeded || retryError.reason == .budgetExhausted,
+            let last = retryError.lastError as? HTTPStatusError
+        else { return nil }
+        return last.response as? Response
+    }
+}

@@ -1,0 +1,27 @@
+import Foundation
+import RetryKitHTTP
+import RetryKitTesting
+import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Timeouts far beyond what a clock instant can hold are clamped to `BackoffStrategy.saturationLimit` by the state
+/// machine, so the HTTP layer's async API runs them (it trapped with "Not enough bits to represent the passed value").
+@Suite struct HugeDurationHTTPTests {
+    @Test(arguments: [Duration.seconds(Int64.max), .nanoseconds(Int64.max)])
+    func asyncRequestWithHugeTimeoutsSucceeds(huge: Duration) async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/ok": [.respond(200, body: "ok")]])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        var policy = HTTPRetryPolicy()
+        policy.totalTimeout = huge
+        policy.attemptTimeout = huge
+        policy.maximumRetryAfter = huge
+        let (data, response) = try await session.data(for: makeRequest(url: server.url("/ok")), retryPolicy: policy)
+        #expect((response as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: data, as: UTF8.self) == "ok")
+    }
+}

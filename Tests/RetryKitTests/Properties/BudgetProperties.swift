@@ -1,0 +1,133 @@
+import Dispatch
+import PropertyTesting
+import RetryKit
+import RetryKitTesting
+import Testing
+
+/// The parameters of a `RetryBudget`: edges of `Int` and small values.
+struct BudgetCase: CustomStringConvertible, Sendable {
+    var capacity: Int
+    var retryCost: Int
+    var timeoutRetryCost: Int
+    var successRefund: Int
+    var minimumBalance: Int
+
+    static func generate(_ random: inout PropertyRandom) -> BudgetCase {
+        BudgetCase(
+            capacity: random.int(mostlyIn: 0...60), retryCost: random.int(mostlyIn: 0...12),
+            timeoutRetryCost: random.int(mostlyIn: 0...12), successRefund: random.int(mostlyIn: 0...5),
+            minimumBalance: random.int(mostlyIn: 0...30))
+    }
+
+    func make() -> RetryBudget {
+        RetryBudget(
+            capacity: capacity, retryCost: retryCost, timeoutRetryCost: timeoutRetryCost, successRefund: successRefund,
+            minimumBalance: minimumBalance)
+    }
+
+    /// The documented bound on retries with no successes: `(capacity − minimumBalance) / retryCost`, with the
+    /// parameters as the budget normalizes them; `nil` (no bound) for a zero retry cost.
+    var bound: Int? {
+        let capacity = Swift.max(self.capacity, 0)
+        let retryCost = Swift.max(self.retryCost, 0)
+        let minimumBalance = Swift.min(Swift.max(self.minimumBalance, 0), capacity)
+        return retryCost == 0 ? nil : (capacity - minimumBalance) / retryCost
+    }
+
+    /// Whether a retry after a timeout costs less than any other retry (issue 13.4, fixed on branch `edges`).
+    var timeoutsCostLess: Bool {
+        Swift.max(timeoutRetryCost, 0) < Swift.max(retryCost, 0)
+    }
+
+    var description: String {
+        "RetryBudget(capacity: \(capacity), retryCost: \(retryCost), timeoutRetryCost: \(timeoutRetryCost), "
+            + "successRefund: \(successRefund), minimumBalance: \(minimumBalance))"
+    }
+}
+
+/// A budget shared by several retriers whose attempts all fail (or time out).
+struct SharedBudgetCase: CustomStringConvertible, Sendable {
+    var budget: BudgetCase
+    var retriers: Int
+    var maxAttempts: Int
+    var timeouts: Bool
+
+    var description: String {
+        "\(budget), \(retriers) retriers × maxAttempts \(maxAttempts)\(timeouts ? ", every attempt times out" : "")"
+    }
+}
+
+@Suite("Properties: retry budget")
+struct BudgetProperties {
+    @Test("with no successes, retriers sharing a budget retry at most (capacity − minimumBalance) / retryCost times")
+    func boundWithFailures() {
+        checkProperty("budget bound, failures") { random in
+            SharedBudgetCase(
+                budget: BudgetCase.generate(&random), retriers: Int.random(in: 1...5, using: &random),
+                maxAttempts: Int.random(in: 1...25, using: &random), timeouts: false)
+        } property: { testCase in
+            boundProblems(testCase)
+        }
+    }
+
+    @Test("the bound holds when attempts time out, for timeoutRetryCost ≥ retryCost")
+    func boundWithTimeouts() {
+        checkProperty("budget bound, timeouts") { random in
+            var budget = BudgetCase.generate(&random)
+            if budget.timeoutsCostLess { swap(&budget.retryCost, &budget.timeoutRetryCost) }
+            return SharedBudgetCase(
+                budget: budget, retriers: Int.random(in: 1...5, using: &random),
+                maxAttempts: Int.random(in: 1...25, using: &random), timeouts: true)
+        } property: { testCase in
+            boundProblems(testCase)
+        }
+    }
+
+    @Test("the bound when attempts time out and timeoutRetryCost < retryCost (issue 13.4)")
+    func boundWithCheaperTimeouts() {
+        withKnownIssue("13.4: a timeout retry cheaper than retryCost breaks the bound; fixed on branch edges") {
+            checkProperty("budget bound, cheaper timeouts") { random in
+                var budget = BudgetCase.generate(&random)
+                budget.retryCost = Int.random(in: 2...12, using: &random)
+                budget.timeoutRetryCost = Int.random(in: 0..<budget.retryCost, using: &random)
+                return SharedBudgetCase(
+                    budget: budget, retriers: Int.random(in: 1...5, using: &random),
+                    maxAttempts: Int.random(in: 1...25, using: &random), timeouts: true)
+            } property: { testCase in
+                boundProblems(testCase)
+            }
+        } matching: { issue in
+            issue.comments.contains { $0.rawValue.contains("budget bound, cheaper timeouts") }
+        }
+    }
+}
+
+/// Runs the retriers of `testCase` on one `TestScheduler` through policies sharing one budget; returns the problems.
+private func boundProblems(_ testCase: SharedBudgetCase) -> [String] {
+    let budget = testCase.budget.make()
+    let scheduler = TestScheduler()
+    let queue = DispatchQueue(label: "budget")
+    let retries = AsyncCounter()
+    let completions = AsyncCounter()
+    var policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: testCase.maxAttempts).budget(budget)
+    if testCase.timeouts { policy = policy.attemptTimeout(.seconds(1)) }
+    for _ in 0..<testCase.retriers {
+        policy.execute(
+            on: queue, scheduler: scheduler,
+            operation: { (attempt, done: AttemptCompletion<Int>) in
+                if !testCase.timeouts { done(.failure(ScriptedFailure(attempt: attempt.number))) }
+            },
+            observer: { event in
+                if case .attemptFailed(_, _, .retry) = event { retries.increment() }
+            },
+            completion: { _, _ in completions.increment() })
+    }
+    scheduler.run()
+    var found: [String] = []
+    if completions.value != testCase.retriers { found.append("\(completions.value) completions") }
+    if let bound = testCase.budget.bound, retries.value > bound {
+        found.append("\(retries.value) retries, above the bound \(bound)")
+    }
+    if budget.availableTokens < 0 { found.append("\(budget.availableTokens) tokens left") }
+    return found
+}
