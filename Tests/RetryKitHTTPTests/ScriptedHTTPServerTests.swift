@@ -146,7 +146,7 @@ import Testing
         // badServerResponse on Linux; Apple's URLSession may say networkConnectionLost. Both are retried by default.
         let code = try #require(fetched.urlErrorCode)
         #expect(TransportErrorCodes.closedWithoutReply.contains(code), "\(code)")
-        #expect(HTTPRetryPolicy().retryableURLErrorCodes.contains(code))
+        #expect(HTTPRetryPolicy().retryableTransportFailures.contains(TransportFailure(code)))
         #expect(server.requestCount(to: "/close") == 1)
     }
 
