@@ -242,18 +242,18 @@ struct RetryBridgeState {
 ///
 /// Not generic, and one object (with its lock) per call: nothing per attempt for attempts without a timeout.
 @usableFromInline
-final class RetryBridge: Locked<RetryBridgeState>, AttemptSink, @unchecked Sendable {
-    // @unchecked Sendable: restated from `Locked`; no properties are added.
+final class RetryBridge: AttemptSink, Sendable {
+    /// The attempt in flight and the task waiting for it, behind the bridge's lock.
+    private let state = Locked(RetryBridgeState())
 
     /// A bridge for one call.
     @usableFromInline
-    convenience init() {
-        self.init(RetryBridgeState())
-    }
+    init() {}
 
-    // Overrides `Locked`'s designated initializer, so that the subclass inherits no unimplemented one.
-    override init(_ state: RetryBridgeState) {
-        super.init(state)
+    /// Runs `body` with exclusive access to the bridge's state, under its lock.
+    @inline(__always)
+    func withLock<T>(_ body: (inout RetryBridgeState) throws -> T) rethrows -> T {
+        try state.withLock(body)
     }
 
     /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion.

@@ -272,11 +272,12 @@ final class CustomScheduler: Sendable {
 
 /// The engine behind ``RetryHandle``.
 ///
-/// It is itself the ``Locked`` box of its mutable state (everything that changes, behind RetryKit's one lock; user code
-/// never runs while it is held): one object per retrier instead of two.
+/// Its mutable state (everything that changes) is behind RetryKit's one lock, a ``Locked`` (state and lock in one
+/// allocation); user code never runs while it is held. Everything else is immutable.
 @usableFromInline
-package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Sendable {
-    // @unchecked Sendable: restated from `Locked`; the properties added here are immutable and Sendable.
+package final class CallbackRunner: Sendable {
+    /// Everything that changes.
+    private let state: Locked<CallbackRunnerState>
     /// The queue the operation, strategy, observer and completion run on.
     let queue: DispatchQueue
     /// Where time and work come from, and when the retrier was created: elapsed time is measured from there.
@@ -294,7 +295,13 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
             self.clock = .custom(CustomScheduler(scheduler))
         }
         self.observes = client.observe != nil
-        super.init(CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+        self.state = Locked(CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+    }
+
+    /// Runs `body` with exclusive access to the runner's state, under its lock.
+    @inline(__always)
+    func withLock<T>(_ body: (inout CallbackRunnerState) throws -> T) rethrows -> T {
+        try state.withLock(body)
     }
 
     /// Creates a retrier and starts it: its first step runs on the queue.
