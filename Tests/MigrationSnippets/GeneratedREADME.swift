@@ -103,9 +103,38 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:259: ReadmeVirtualTime (decl)
+// README.md:260: ReadmeErrors (test)
+@Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
+#sourceLocation(file: "README.md", line: 260)
+struct Busy: LocalizedError {
+    var errorDescription: String? { "The server is busy" }
+}
+
+let scheduler = TestScheduler()  // virtual time: the 2 s waits take no time
+let handle: RetryHandle<String> = retry(
+    maxAttempts: 10, totalTimeout: .seconds(5), on: DispatchQueue(label: "errors"), scheduler: scheduler
+) { _, done in
+    done(.failure(Busy()))
+} strategy: { _ in
+    .backoff(.constant(.seconds(2)))
+} completion: { _ in }
+scheduler.run()
+do {
+    _ = try await handle.value
+    Issue.record("expected a give-up")
+} catch let error as RetryError {
+    #expect(error.reason == .deadlineExceeded)  // attempts at 0 s, 2 s and 4 s; the next would start after 5 s
+    #expect(
+        error.localizedDescription
+            == "The total timeout expired. 3 attempts ran in 4.0 seconds. Last error: The server is busy.")
+    #expect("\(error)" == "RetryError(retry deadline exceeded after 3 attempts in 4.0 seconds; last error: Busy())")
+}
+#sourceLocation()
+}
+
+// README.md:324: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 259)
+#sourceLocation(file: "README.md", line: 324)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

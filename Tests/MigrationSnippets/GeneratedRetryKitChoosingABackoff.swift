@@ -72,9 +72,9 @@ for _ in 0..<1_000 {
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:161: saturation (test)
+// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:162: saturation (test)
 @Test("ChoosingABackoff.md: saturation") func saturation() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 161)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 162)
 let forever = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2).max(.seconds(60))
 #expect(forever.delay(forRetry: 68) == .seconds(60))
 #expect(forever.delay(forRetry: Int.max) == .seconds(60))
