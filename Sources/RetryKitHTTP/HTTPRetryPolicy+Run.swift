@@ -6,11 +6,12 @@ extension HTTPRetryPolicy {
     /// async retrier for any HTTP client, as the URLSession methods are for URLSession.
     ///
     /// The client supplies plain values: the request's method and headers, each response's status and headers, and a
-    /// classification of its errors. An AsyncHTTPClient adapter, for example:
+    /// classification of its errors. An AsyncHTTPClient adapter, for example (the nested package `Examples/` has it
+    /// whole; `HTTPMethod` is qualified because NIOHTTP1 has one too):
     ///
     /// ```swift
     /// let response = try await policy.run(
-    ///     method: HTTPMethod(request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
+    ///     method: RetryKitHTTP.HTTPMethod(request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
     ///     statusCode: { Int($0.status.code) }, responseHeader: { $0.headers.first(name: $1) },
     ///     classify: { $0 is HTTPClientError ? .networkConnectionLost : TransportFailure(classifying: $0) }
     /// ) { _ in try await client.execute(request, timeout: .seconds(10)) }

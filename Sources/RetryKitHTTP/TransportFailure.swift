@@ -69,7 +69,7 @@ public struct TransportFailure: RawRepresentable, Hashable, Sendable, Expressibl
 
     /// The attempt was cancelled by the client. Never retried.
     public static let cancelled: TransportFailure = "cancelled"
-    /// No answer in time. What RetryKit's own attempt timeout counts as, and what a ``RetryBudget`` charges its
+    /// No answer in time. What RetryKit's own attempt timeout counts as, and what a `RetryBudget` charges its
     /// `timeoutRetryCost` for.
     public static let timedOut: TransportFailure = "timedOut"
     /// The host refused the connection or could not be reached.
