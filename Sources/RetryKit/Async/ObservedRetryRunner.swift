@@ -73,7 +73,7 @@ func runObservedRetry<Value: Sendable, C: Clock>(
             observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
             if delay > .zero {
                 do {
-                    try await clock.sleep(for: delay, tolerance: tolerance)
+                    try await AsyncRetry.sleep(for: delay, tolerance: tolerance, clock: clock)
                 } catch {
                     let thrown = AsyncRetry.sleepError(error)
                     if !(thrown is CancellationError) { clockError = thrown }

@@ -94,7 +94,7 @@ public func retry<R, E, C>(
             guard let machine else { throw AsyncRetry.inconsistency() }  // always set after a failure
             if delay > .zero {
                 do {
-                    try await clock.sleep(for: delay, tolerance: tolerance)
+                    try await AsyncRetry.sleep(for: delay, tolerance: tolerance, clock: clock)
                 } catch {
                     machine.cancel()
                     throw AsyncRetry.sleepError(error)

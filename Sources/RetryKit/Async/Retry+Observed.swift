@@ -113,7 +113,7 @@ package func retry<R: Sendable, C: Clock>(
                 }
                 group.addTask {
                     do {
-                        try await clock.sleep(until: deadline, tolerance: tolerance)
+                        try await AsyncRetry.sleep(until: deadline, tolerance: tolerance, clock: clock)
                     } catch {
                         return nil  // cancelled: the operation finished first, or the task was cancelled
                     }

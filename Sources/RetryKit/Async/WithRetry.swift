@@ -96,7 +96,7 @@ public func withRetry<Value: Sendable, C: Clock>(
                         let number = attempt.number
                         group.addTask {
                             do {
-                                try await clock.sleep(until: deadline, tolerance: tolerance)
+                                try await AsyncRetry.sleep(until: deadline, tolerance: tolerance, clock: clock)
                             } catch {
                                 return  // the attempt ended first, or the task was cancelled
                             }
@@ -209,9 +209,13 @@ struct RetryBridgeState {
     var duplicates: [RetryAttempt] = []
 
     /// Ends the attempt with `outcome` unless it has ended already; returns the waiter to resume with it.
+    ///
+    /// An ended attempt's own record is let go: the record keeps the bridge alive (while the operation keeps its
+    /// completion), so the bridge must not keep the record once nothing can happen to the attempt through it.
     mutating func end(_ outcome: BridgeOutcome) -> UnsafeContinuation<BridgeOutcome, Never>? {
         guard !ended else { return nil }
         ended = true
+        timed = nil
         if let waiter = self.waiter {
             self.waiter = nil
             return waiter
@@ -238,18 +242,18 @@ struct RetryBridgeState {
 ///
 /// Not generic, and one object (with its lock) per call: nothing per attempt for attempts without a timeout.
 @usableFromInline
-final class RetryBridge: Locked<RetryBridgeState>, AttemptSink, @unchecked Sendable {
-    // @unchecked Sendable: restated from `Locked`; no properties are added.
+final class RetryBridge: AttemptSink, Sendable {
+    /// The attempt in flight and the task waiting for it, behind the bridge's lock.
+    private let state = Locked(RetryBridgeState())
 
     /// A bridge for one call.
     @usableFromInline
-    convenience init() {
-        self.init(RetryBridgeState())
-    }
+    init() {}
 
-    // Overrides `Locked`'s designated initializer, so that the subclass inherits no unimplemented one.
-    override init(_ state: RetryBridgeState) {
-        super.init(state)
+    /// Runs `body` with exclusive access to the bridge's state, under its lock.
+    @inline(__always)
+    func withLock<T>(_ body: (inout RetryBridgeState) throws -> T) rethrows -> T {
+        try state.withLock(body)
     }
 
     /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion.

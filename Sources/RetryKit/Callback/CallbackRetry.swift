@@ -49,12 +49,13 @@ import Dispatch
 ///   retrier finished it does nothing.
 /// - An operation that calls its completion **twice** never causes a second completion: the extra call is reported
 ///   to the observer as ``RetryEvent/duplicateCompletion(_:)`` on `queue`, before the next `attemptStarted` or
-///   `finished` (as every RetryKit runner reports it); only an extra call made after the retrier finished is reported
-///   after `finished`.
+///   `finished` (as every RetryKit runner reports it); an extra call made after the retrier finished is dropped, since
+///   the observer is no longer kept then.
 /// - An attempt that does not complete within `attemptTimeout` fails with ``RetryError`` `.attemptTimedOut` (its cancel
 ///   hook runs) and the strategy decides as for any failure; its late completion is ignored.
 /// - **Nothing is retained** after the retrier finishes: the operation, strategy, observer and completion are released
-///   and the pending timer is cancelled and released, even while the returned handle is kept.
+///   and the pending timer is cancelled and released, even while the returned handle is kept or the operation keeps
+///   its completion.
 /// - RetryKit **holds no lock while user code runs**: operation, strategy, observer, completion and cancel hooks may
 ///   call back into the handle.
 ///

@@ -28,8 +28,10 @@ import Dispatch
 //   earlier attempt has necessarily been delivered: the runner tracks it in its own state (`record`) and is itself the
 //   completion's sink. No allocation and no lock besides the runner's own per attempt;
 // - an attempt with a timer can be abandoned while the retrier goes on (its late first call must then be ignored, and
-//   later ones reported as duplicates), and an observer must hear of duplicates even after the retrier finished: such
-//   an attempt gets its own small record, a `DetachedAttempt`, guarded by the runner's lock.
+//   later ones reported as duplicates), and with an observer every attempt's duplicates are reported until the retrier
+//   finishes: such an attempt gets its own small record, a `DetachedAttempt`, guarded by the runner's lock. A record
+//   keeps only the runner, never the user's closures: those are let go when the retrier finishes, and duplicates that
+//   arrive later are dropped.
 
 /// An attempt's result, or a finished retrier's, with the value type erased. Both payloads are single references, so
 /// that moving one around costs a retain (`Result<any Sendable, any Error>` goes through the runtime's generic value
@@ -73,8 +75,8 @@ final class CallbackClient: Sendable {
     /// Emits the final events (reporting the given duplicate completions just before `finished`) and runs the
     /// completion.
     let finish: @Sendable (RetryTermination, ErasedValue?, _ duplicates: [RetryAttempt]) -> Void
-    /// Emits an event to the observer; `nil` without one. Also kept by attempts' records, so that a duplicate
-    /// completion reaches the observer even after the retrier finished (while the operation keeps the completion).
+    /// Emits an event to the observer; `nil` without one. Only the runner keeps it (not the attempts' records), so that
+    /// nothing of the user's is kept once the retrier has finished, even while the operation keeps a completion.
     let observe: (@Sendable (CallbackEvent) -> Void)?
 
     @usableFromInline
@@ -270,11 +272,12 @@ final class CustomScheduler: Sendable {
 
 /// The engine behind ``RetryHandle``.
 ///
-/// It is itself the ``Locked`` box of its mutable state (everything that changes, behind RetryKit's one lock; user code
-/// never runs while it is held): one object per retrier instead of two.
+/// Its mutable state (everything that changes) is behind RetryKit's one lock, a ``Locked`` (state and lock in one
+/// allocation); user code never runs while it is held. Everything else is immutable.
 @usableFromInline
-package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Sendable {
-    // @unchecked Sendable: restated from `Locked`; the properties added here are immutable and Sendable.
+package final class CallbackRunner: Sendable {
+    /// Everything that changes.
+    private let state: Locked<CallbackRunnerState>
     /// The queue the operation, strategy, observer and completion run on.
     let queue: DispatchQueue
     /// Where time and work come from, and when the retrier was created: elapsed time is measured from there.
@@ -292,7 +295,13 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
             self.clock = .custom(CustomScheduler(scheduler))
         }
         self.observes = client.observe != nil
-        super.init(CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+        self.state = Locked(CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+    }
+
+    /// Runs `body` with exclusive access to the runner's state, under its lock.
+    @inline(__always)
+    func withLock<T>(_ body: (inout CallbackRunnerState) throws -> T) rethrows -> T {
+        try state.withLock(body)
     }
 
     /// Creates a retrier and starts it: its first step runs on the queue.
@@ -511,7 +520,7 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
         _ action: consuming RetryStateMachine.Action, value: ErasedValue? = nil, to s: inout CallbackRunnerState,
         _ effects: inout CallbackEffects
     ) -> CallbackStep {
-        guard let client = s.client else { return CallbackStep() }
+        guard s.client != nil else { return CallbackStep() }
         switch consume action {
         case .none:
             return CallbackStep()
@@ -526,7 +535,7 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
                 s.inlineAttempt = attempt.number
                 s.record = AttemptRecord()
             } else {
-                detached = DetachedAttempt(runner: self, observe: client.observe)
+                detached = DetachedAttempt(runner: self)
                 s.detached = detached
             }
             s.callingOperation = attempt.number
@@ -637,20 +646,24 @@ package final class CallbackRunner: Locked<CallbackRunnerState>, @unchecked Send
     }
 
     /// An attempt's completion was called again (from any thread). The report reaches the observer on the queue: with
-    /// the next `attemptStarted` or `finished` if one comes first, otherwise through its own hop.
-    func duplicateCompleted(_ attempt: RetryAttempt, _ observe: @escaping @Sendable (CallbackEvent) -> Void) {
-        let sequence: UInt64 = withLock { s in
+    /// the next `attemptStarted` or `finished` if one comes first, otherwise through its own hop. Dropped once the
+    /// retrier has finished (the observer is no longer kept then).
+    func duplicateCompleted(_ attempt: RetryAttempt) {
+        let sequence: UInt64? = withLock { s in
+            guard s.client != nil else { return nil }
             s.duplicateSequence &+= 1
             s.duplicates.append((s.duplicateSequence, attempt))
             return s.duplicateSequence
         }
+        guard let sequence else { return }
         hop {
             // Only those up to this one: later ones belong after events that are still on their way to the queue.
-            let due: [RetryAttempt] = self.withLock { s in
+            let (due, observe): ([RetryAttempt], (@Sendable (CallbackEvent) -> Void)?) = self.withLock { s in
                 let due = s.duplicates.prefix { $0.sequence <= sequence }
                 s.duplicates.removeFirst(due.count)
-                return due.map(\.attempt)
+                return (due.map(\.attempt), s.client?.observe)
             }
+            guard let observe else { return }
             for duplicate in due { observe(.duplicate(duplicate)) }
         }
     }
@@ -704,14 +717,11 @@ extension CallbackRunner: AttemptSink {
 final class DetachedAttempt: AttemptSink, @unchecked Sendable {
     // @unchecked Sendable: `record` is only accessed while the runner's lock is held.
     let runner: CallbackRunner
-    /// The observer, to report duplicate completions to; `nil` without one.
-    let observe: (@Sendable (CallbackEvent) -> Void)?
     /// Guarded by the runner's lock (which provides exclusivity, so no dynamic checks).
     @exclusivity(unchecked) var record = AttemptRecord()
 
-    init(runner: CallbackRunner, observe: (@Sendable (CallbackEvent) -> Void)?) {
+    init(runner: CallbackRunner) {
         self.runner = runner
-        self.observe = observe
     }
 
     func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
@@ -723,8 +733,8 @@ final class DetachedAttempt: AttemptSink, @unchecked Sendable {
     }
 
     private func completed(_ attempt: RetryAttempt, _ result: ErasedOutcome) {
-        guard case .duplicate = runner.complete(attempt.number, result, detached: self), let observe else { return }
-        runner.duplicateCompleted(attempt, observe)
+        guard case .duplicate = runner.complete(attempt.number, result, detached: self), runner.observes else { return }
+        runner.duplicateCompleted(attempt)
     }
 
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {

@@ -210,9 +210,9 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
             self.start = start
             if let lastSuccess {
                 do {
-                    try await clock.sleep(
-                        until: lastSuccess.advanced(by: sequence.repeating.delay),
-                        tolerance: sequence.tolerance)
+                    try await AsyncRetry.sleep(
+                        until: lastSuccess.advanced(by: sequence.repeating.delay), tolerance: sequence.tolerance,
+                        clock: clock)
                 } catch {
                     return try end(.cancelled, error: AsyncRetry.sleepError(error), since: start)
                 }

@@ -1,32 +1,100 @@
-import Foundation
+#if canImport(Darwin)
+    import Darwin
+#elseif canImport(Glibc)
+    import Glibc
+#elseif canImport(Musl)
+    import Musl
+#endif
 
-/// A value guarded by an `NSLock`: RetryKit's one lock type.
+/// A value guarded by a lock: RetryKit's one lock type.
 ///
-/// `NSLock` is used rather than `Synchronization.Mutex` because `Mutex` needs macOS 15 / iOS 18 and produces false
-/// reports under the thread sanitizer on the Linux toolchain this project is built with.
+/// The value and the lock live in one allocation (a `ManagedBuffer`: the value is its header, the lock its one
+/// element), in the manner of swift-nio's `NIOLockedValueBox`. The lock is `os_unfair_lock` on Apple platforms and a
+/// `pthread_mutex_t` elsewhere. `Synchronization.Mutex` would do the same but needs macOS 15 / iOS 18, above
+/// RetryKit's deployment targets; `NSLock` costs two more allocations and a dynamic call per operation.
 ///
 /// Callers compute what to do inside ``withLock(_:)`` and act on it (resume continuations, run user code, cancel
-/// timers) after the lock is released.
-///
-/// An object whose whole mutable state it guards may subclass it (the callback runner does), which saves an allocation
-/// per object; subclasses add only immutable, `Sendable` properties.
+/// timers) after the lock is released: no user code ever runs while a RetryKit lock is held.
 @usableFromInline
-package class Locked<State>: @unchecked Sendable {
-    // @unchecked Sendable: every access to `state` happens while `lock` is held.
-    private let lock = NSLock()
-    // Exclusive access is what `lock` is for, so the runtime's dynamic exclusivity checks on every access would only
-    // cost time on the retry runners' hot paths (about a tenth of the callback runner's time per attempt).
-    @exclusivity(unchecked) private var state: State
+package struct Locked<State>: @unchecked Sendable {
+    // @unchecked Sendable: every access to the state happens while the lock is held.
+    private let storage: LockedStorage<State>
 
+    /// A lock guarding `state`.
     package init(_ state: State) {
-        self.state = state
+        storage = LockedStorage.make(state)
     }
 
     /// Runs `body` with exclusive access to the state and returns its result.
     @inline(__always)
-    package final func withLock<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&state)
+    package func withLock<T>(_ body: (inout State) throws -> T) rethrows -> T {
+        try storage.withUnsafeMutablePointers { state, lock in
+            LockPrimitive.lock(lock)
+            defer { LockPrimitive.unlock(lock) }
+            return try body(&state.pointee)
+        }
     }
+}
+
+/// The one allocation behind a ``Locked``: the state as the header, the lock as the only element.
+private final class LockedStorage<State>: ManagedBuffer<State, LockPrimitive.Raw> {
+    static func make(_ state: State) -> LockedStorage {
+        let buffer = create(minimumCapacity: 1) { _ in state }
+        // `create` returns an instance of the class it is called on.
+        let storage = unsafeDowncast(buffer, to: LockedStorage.self)
+        storage.withUnsafeMutablePointerToElements { LockPrimitive.initialize($0) }
+        return storage
+    }
+
+    deinit {
+        withUnsafeMutablePointerToElements { LockPrimitive.destroy($0) }
+    }
+}
+
+/// The platform's lock, used in place (never moved once initialized).
+private enum LockPrimitive {
+    #if canImport(Darwin)
+        typealias Raw = os_unfair_lock
+
+        static func initialize(_ lock: UnsafeMutablePointer<Raw>) {
+            lock.initialize(to: os_unfair_lock())
+        }
+
+        static func destroy(_ lock: UnsafeMutablePointer<Raw>) {
+            lock.deinitialize(count: 1)
+        }
+
+        @inline(__always)
+        static func lock(_ lock: UnsafeMutablePointer<Raw>) {
+            os_unfair_lock_lock(lock)
+        }
+
+        @inline(__always)
+        static func unlock(_ lock: UnsafeMutablePointer<Raw>) {
+            os_unfair_lock_unlock(lock)
+        }
+    #else
+        typealias Raw = pthread_mutex_t
+
+        static func initialize(_ lock: UnsafeMutablePointer<Raw>) {
+            lock.initialize(to: pthread_mutex_t())
+            // A default (non-recursive, non-error-checking) mutex: initialization with no attributes cannot fail.
+            _ = pthread_mutex_init(lock, nil)
+        }
+
+        static func destroy(_ lock: UnsafeMutablePointer<Raw>) {
+            _ = pthread_mutex_destroy(lock)
+            lock.deinitialize(count: 1)
+        }
+
+        @inline(__always)
+        static func lock(_ lock: UnsafeMutablePointer<Raw>) {
+            _ = pthread_mutex_lock(lock)
+        }
+
+        @inline(__always)
+        static func unlock(_ lock: UnsafeMutablePointer<Raw>) {
+            _ = pthread_mutex_unlock(lock)
+        }
+    #endif
 }
