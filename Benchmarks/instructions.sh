@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# instructions.sh [--readme] [--no-load]
+# instructions.sh [--readme] [--no-load] [--check]
 #
 # The figures of issue 12, each beside its baseline from the same run, as one markdown table:
 #
@@ -18,23 +18,28 @@
 #   every core busy; cancel -> completion, median and worst).
 #
 # --readme splices the table into README.md between <!-- instructions:begin --> and <!-- instructions:end -->.
+# --check fails (exit 1) if a RetryKit workload counts more instructions per iteration than its limit in
+# instruction-limits.txt (CI runs `INSTR_N=200 INSTR_RUNS=1 ./instructions.sh --no-load --check`: ~1 min; N = 200
+# counts within ~4% of N = 2000).
 #
 # Environment: INSTR_N (default 2000), INSTR_RUNS (callgrind runs per (workload, N), least taken; default 3, 1 with INSTR_SMOKE),
 # INSTR_TIMEOUT (seconds per valgrind run, default 300), INSTR_MEMORY_COUNT (default 100000),
 # INSTR_CANCEL_COUNT (default 1000), INSTR_NO_BUILD=1 (use the release build as it is), INSTR_SMOKE=1 (CI smoke: N=20, memory 2,000, cancel 100; checks that everything
 # runs and produces figures, prints the table, no targets enforced).
-# Exit: 0 measured (whether or not targets are met); 1 build failed; 2 usage; 3 valgrind failed or a workload did
-# not do the expected work.
+# Exit: 0 measured (whether or not targets are met); 1 build failed, or --check found a count over its limit; 2 usage;
+# 3 valgrind failed or a workload did not do the expected work.
 set -uo pipefail
 cd "$(dirname "$0")"
 
 readme=0
 load=1
+check=0
 for argument in "$@"; do
     case $argument in
     --readme) readme=1 ;;
     --no-load) load=0 ;;
-    *) echo "usage: $0 [--readme] [--no-load]" >&2; exit 2 ;;
+    --check) check=1 ;;
+    *) echo "usage: $0 [--readme] [--no-load] [--check]" >&2; exit 2 ;;
     esac
 done
 if [ "${INSTR_SMOKE:-0}" = 1 ]; then
@@ -201,4 +206,22 @@ if [ "$readme" = 1 ]; then
         END { if (!found) exit 1 }
     ' README.md >README.md.tmp && mv README.md.tmp README.md || { rm -f README.md.tmp; die 3 "no instructions markers in README.md"; }
     echo "== wrote the table into README.md" >&2
+fi
+
+if [ "$check" = 1 ]; then
+    over=0
+    while read -r workload limit; do
+        case $workload in '' | '#'*) continue ;; esac
+        figure=${IR_PER[$workload]:-}
+        [ -n "$figure" ] || die 3 "instruction-limits.txt names an unknown workload: $workload"
+        if ((figure > limit)); then
+            echo "instructions: REGRESSION: $workload counts $figure Ir per iteration, limit $limit (instruction-limits.txt)"
+            over=1
+        elif ((figure * 115 < limit * 100)); then
+            echo "instructions: $workload: $figure Ir, limit $limit: more than 15% under it, lower the limit"
+        else
+            echo "instructions: $workload: $figure Ir, limit $limit: ok"
+        fi
+    done <instruction-limits.txt
+    [ "$over" = 0 ] || exit 1
 fi

@@ -5,8 +5,7 @@
 # - the harness benchmarks (`swift package benchmark`, every target) with RETRYKIT_BENCH_SMOKE=1: 20 ms / 2 samples
 #   each;
 # - runner-load: every figure and kind, with small counts;
-# - instr-workloads: every workload, natively (instructions.sh's callgrind runs need valgrind; with it installed, a
-#   short callgrind pass of each workload too);
+# - instr-workloads: every workload, natively (instructions.sh, under callgrind, is .ci/run's instruction-limit step);
 # - jitter-sim: 2 runs, 10 clients;
 # - TestKit: one run of 1,000 scheduler items and one of 100 clock sleepers.
 set -euo pipefail
@@ -29,12 +28,7 @@ step "instr-workloads, every workload"
 for workload in $(.build/release/instr-workloads 2>/dev/null | sed -nE 's/^usage: instr-workloads ([^ ]+) N.*/\1/p' | tr '|' ' '); do
     .build/release/instr-workloads "$workload" 20
 done
-if command -v valgrind >/dev/null 2>&1; then
-    step "instructions.sh, short callgrind pass (INSTR_SMOKE=1, --no-load)"
-    INSTR_SMOKE=1 INSTR_NO_BUILD=1 ./instructions.sh --no-load >/dev/null
-else
-    step "instructions.sh skipped: valgrind is not installed"
-fi
+# instructions.sh itself runs in .ci/run's instruction-limit step (callgrind), not here.
 
 step "jitter-sim, 2 runs"
 .build/release/jitter-sim --runs 2 --clients 10 >/dev/null
