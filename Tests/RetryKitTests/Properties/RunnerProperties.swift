@@ -28,14 +28,15 @@ struct RunnerProperties {
                 script: [.fail, .fail, .fail])
         }
 
-    @Test("callback retry on a TestScheduler")
-    func callback() {
-        checkProperty("callback retry", edgeCases: Self.edges, generate: RetrierCase.generate) { testCase in
+    @Test("callback retry on a TestScheduler, and its handle's async value")
+    func callback() async {
+        await checkProperty("callback retry", edgeCases: Self.edges, generate: RetrierCase.generate) { testCase in
             let scheduler = TestScheduler()
             let queue = DispatchQueue(label: "property")
             let events = AsyncLog<RetryEvent<Int>>()
             let completions = AsyncLog<RetrySummary>()
-            retry(
+            let results = AsyncLog<Result<Int, any Error>>()
+            let handle = retry(
                 maxAttempts: testCase.maxAttempts, totalTimeout: testCase.totalTimeout,
                 attemptTimeout: testCase.attemptTimeout, on: queue, scheduler: scheduler,
                 operation: scriptedCallbackOperation(testCase, scheduler: scheduler, queue: queue),
@@ -43,10 +44,18 @@ struct RunnerProperties {
                     testCase.strategy.answer(afterAttempt: failedAttempt(of: error) ?? 0, on: ContinuousClock.self)
                 },
                 observer: { events.append($0) },
-                completion: { _, summary in completions.append(summary) })
+                completion: { result, summary in
+                    completions.append(summary)
+                    results.append(result)
+                })
             scheduler.run()
             var found = eventProblems(events.values, for: testCase)
             if completions.values.count != 1 { found.append("\(completions.values.count) completions") }
+            // The async bridge of the handle sees the same outcome.
+            let bridged: Int? = try? await handle.value
+            if let result = results.values.first, (try? result.get()) != bridged {
+                found.append("handle.value \(bridged.map(String.init) ?? "threw"), completion \(result)")
+            }
             if let total = testCase.totalTimeout, total >= .zero, let summary = completions.values.first,
                 summary.elapsed > propertyClamp(total)
             {
@@ -337,6 +346,11 @@ struct PolicyCase: CustomStringConvertible, Sendable {
         if let timeout = retrier.attemptTimeout {
             policy = policy.attemptTimeout(timeout)
             text += ".attemptTimeout(\(exact(timeout)))"
+        }
+        if random.oneIn(4) {
+            // Gated by a condition that stays true: the policy runs one trial, through the gated runners.
+            policy = policy.onlyWhen(RetryCondition(true))
+            text += ".onlyWhen(RetryCondition(true))"
         }
         if random.oneIn(3) {
             let budget = BudgetCase.generate(&random)
