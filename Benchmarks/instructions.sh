@@ -19,7 +19,7 @@
 #
 # --readme splices the table into README.md between <!-- instructions:begin --> and <!-- instructions:end -->.
 #
-# Environment: INSTR_N (default 2000), INSTR_RUNS (callgrind runs per (workload, N), least taken; default 1),
+# Environment: INSTR_N (default 2000), INSTR_RUNS (callgrind runs per (workload, N), least taken; default 3, 1 with INSTR_SMOKE),
 # INSTR_TIMEOUT (seconds per valgrind run, default 300), INSTR_MEMORY_COUNT (default 100000),
 # INSTR_CANCEL_COUNT (default 1000), INSTR_NO_BUILD=1 (use the release build as it is), INSTR_SMOKE=1 (CI smoke: N=20, memory 2,000, cancel 100; checks that everything
 # runs and produces figures, prints the table, no targets enforced).
@@ -42,7 +42,7 @@ if [ "${INSTR_SMOKE:-0}" = 1 ]; then
 else
     n=${INSTR_N:-2000} memory_count=${INSTR_MEMORY_COUNT:-100000} cancel_count=${INSTR_CANCEL_COUNT:-1000}
 fi
-runs=${INSTR_RUNS:-1}
+runs=${INSTR_RUNS:-$([ "${INSTR_SMOKE:-0}" = 1 ] && echo 1 || echo 3)}
 limit=${INSTR_TIMEOUT:-300}
 for value in "$n" "$runs" "$limit" "$memory_count" "$cancel_count"; do
     [[ "$value" =~ ^[1-9][0-9]*$ ]] || { echo "INSTR_* values must be positive integers (got $value)" >&2; exit 2; }

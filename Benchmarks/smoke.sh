@@ -7,7 +7,8 @@
 # - runner-load: every figure and kind, with small counts;
 # - instr-workloads: every workload, natively (instructions.sh's callgrind runs need valgrind; with it installed, a
 #   short callgrind pass of each workload too);
-# - jitter-sim: 2 runs, 10 clients.
+# - jitter-sim: 2 runs, 10 clients;
+# - TestKit: one run of 1,000 scheduler items and one of 100 clock sleepers.
 set -euo pipefail
 cd "$(dirname "$0")"
 step() { printf -- '-- %s (%ss)\n' "$1" "$SECONDS"; }
@@ -37,5 +38,9 @@ fi
 
 step "jitter-sim, 2 runs"
 .build/release/jitter-sim --runs 2 --clients 10 >/dev/null
+
+step "TestKit, 1 small run each"
+.build/release/TestKit scheduler 1000 1
+.build/release/TestKit clock 100 1
 
 step "smoke passed"

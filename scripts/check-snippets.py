@@ -64,7 +64,7 @@ ANNOTATION = re.compile(r"^\s*<!--\s*snippet:\s*(?P<args>.*?)\s*-->\s*$")
 FRAGMENT = re.compile(r"^\s*//\s*Fragment:\s*\S")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 # Modules the "before" code imports that are not dependencies: their import lines are dropped, and
-# Tests/MigrationSnippets/StandIns.swift declares the names the snippets use (compile those snippets `in:` the
+# Tests/MigrationSnippets/Placeholders.swift declares the names the snippets use (compile those snippets `in:` the
 # stand-in namespace).
 STAND_IN_IMPORT = re.compile(r"^\s*import\s+(Alamofire|SwiftRetrier)\s*$")
 PREAMBLE = re.compile(r"^\s*(@\w+(\(.*\))?\s+)*import\s+\w+|^#if\s+canImport\(\w+\)|^#endif\b")

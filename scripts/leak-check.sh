@@ -6,14 +6,14 @@
 #
 #   scripts/leak-check.sh                      # every test but DemoTests
 #   scripts/leak-check.sh --filter WithRetry   # some tests (extra arguments go to `swift test`)
-
+#
 # DemoTests is skipped: it runs the demo on the real clock and asserts that it ends within 10 s, which the address
 # sanitizer's slowdown on a loaded 2-core machine exceeds (15.7 s seen); RetryKit's runners are covered by the other
 # suites.
 #
 # Builds into its own scratch path (.build-asan), so it does not invalidate the normal build. Leaks that belong to the
-# toolchain, not to RetryKit, are suppressed in scripts/lsan-suppressions.txt (each with the reason); nothing of
-# RetryKit's is suppressed there.
+# toolchain, not to RetryKit, are suppressed in scripts/lsan-suppressions.txt (each with the reason); no RetryKit type
+# is named there.
 #
 # Exit: 0 clean; 1 a leak (or a test failure, or a sanitizer error); the LeakSanitizer report is printed and kept in
 # .build-asan/leak-check.log.

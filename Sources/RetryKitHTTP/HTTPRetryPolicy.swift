@@ -70,8 +70,9 @@ public struct HTTPRetryPolicy: Sendable {
         case full
         /// Equal jitter: half the delay plus uniform in `[0, half)`.
         case equal
-        /// Proportional jitter: the delay times uniform in `[1 − p, 1 + p]` (`p` clamped to `[0, 1]`). Applied after
-        /// the cap, so a delay can exceed ``HTTPRetryPolicy/maximumDelay`` by the factor `1 + p`.
+        /// Proportional jitter: the delay times uniform in `[1 − p, 1 + p)` (`p` clamped to `[0, 1]`). The range is
+        /// capped before the draw, so a delay never exceeds ``HTTPRetryPolicy/maximumDelay``; at the cap, delays spread
+        /// over `[(1 − p)·maximumDelay, maximumDelay)`.
         case proportional(Double)
     }
 

@@ -49,5 +49,8 @@ extension HTTPRetryPolicy {
 
     /// The default spread after a `Retry-After` hint: ``RetryAfterSpread/proportional(_:)`` with `0.1`, a
     /// retry up to 10% later than asked (5–5.5 s for `Retry-After: 5`), within ``maximumRetryAfter``.
+    ///
+    /// In the jitter simulation (`Benchmarks/results/retry-after-spread.md`), 1,000 clients sharing one 5 s hint reach
+    /// the server at a peak of 147 retries in one millisecond without a spread, and of 7.3 with this default.
     public static let defaultRetryAfterSpread: RetryAfterSpread = .proportional(0.1)
 }

@@ -8,10 +8,10 @@ import Foundation
 /// ``HTTPRetryPolicy`` decides from, whatever the HTTP client.
 ///
 /// The names are those of the `URLError` codes (`timedOut`, `cannotConnectToHost`, …), so URLSession's errors map one
-/// to one (``init(_:)``, ``init(classifying:)``), and Alamofire's default retry list reads the same. Other clients
-/// classify their own errors into these names: AsyncHTTPClient's connect timeout is ``timedOut``, a refused
-/// connection ``cannotConnectToHost``, a connection closed mid-request ``networkConnectionLost``. A failure without a
-/// constant is a string: `TransportFailure("connectionReset")`.
+/// to one (`TransportFailure(code)`, ``init(classifying:)``), and Alamofire's default retry list reads the same.
+/// Other clients classify their own errors into these names: AsyncHTTPClient's connect timeout is ``timedOut``, a
+/// refused connection ``cannotConnectToHost``, a connection closed mid-request ``networkConnectionLost``. A failure
+/// without a constant is a string: `TransportFailure("connectionReset")`.
 public struct TransportFailure: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
     CustomStringConvertible
 {

@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Migration.md:37: RecursiveForecastClient (decl)
+// Migration.md:39: RecursiveForecastClient (decl)
 struct RecursiveForecastClient {
-#sourceLocation(file: "Migration.md", line: 37)
+#sourceLocation(file: "Migration.md", line: 39)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
 
@@ -40,9 +40,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:86: ForecastClientStep1 (decl)
+// Migration.md:88: ForecastClientStep1 (decl)
 struct ForecastClientStep1 {
-#sourceLocation(file: "Migration.md", line: 86)
+#sourceLocation(file: "Migration.md", line: 88)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
     let queue = DispatchQueue(label: "forecast-client")
@@ -93,10 +93,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:169: ForecastClientStep2 (decl)
+// Migration.md:171: ForecastClientStep2 (decl)
 struct ForecastClientStep2 {
-#sourceLocation(file: "Migration.md", line: 169)
-// Fragment: `log` stands for your app's code.
+#sourceLocation(file: "Migration.md", line: 171)
 final class ForecastClient: Sendable {
     let session: URLSession
     let queue = DispatchQueue(label: "forecast-client")
@@ -139,7 +138,7 @@ final class ForecastClient: Sendable {
             return .stop
         } observer: { event in
             if case .attemptFailed(let attempt, let error, next: .retry(after: let delay)) = event {
-                log("\(attempt) failed (\(error)); \(attempt.retriesLeft) retries left, next in \(delay)")
+                print("\(attempt) failed (\(error)); \(attempt.retriesLeft) retries left, next in \(delay)")
             }
         } completion: { result, summary in
             completion(result, summary)
@@ -149,10 +148,10 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:231: forecastClientCancel (body)
+// Migration.md:232: forecastClientCancel (body)
 extension ForecastClientStep2 {
     func forecastClientCancel() async throws {
-#sourceLocation(file: "Migration.md", line: 231)
+#sourceLocation(file: "Migration.md", line: 232)
 // Fragment: uses the ForecastClient of step 2, and `profileURL` and `show` of your app.
 let client = ForecastClient()
 let handle = client.request(URLRequest(url: profileURL)) { result, summary in
@@ -164,10 +163,10 @@ handle.cancel()  // the attempt's URLSessionTask is cancelled; the completion ge
     }
 }
 
-// Migration.md:260: forecastClientRetriesUntil200 (test)
+// Migration.md:261: forecastClientRetriesUntil200 (test)
 extension ForecastClientStep2 {
     @Test("Migration.md: forecastClientRetriesUntil200") func forecastClientRetriesUntil200() async throws {
-#sourceLocation(file: "Migration.md", line: 260)
+#sourceLocation(file: "Migration.md", line: 261)
 // Fragment: the body of a Swift Testing test (`import Testing`), using the ForecastClient of step 2.
 let server = try ScriptedHTTPServer()
 defer { server.stop() }
@@ -187,9 +186,9 @@ _ = try await handle.value  // an async test can await the callback retrier
     }
 }
 
-// Migration.md:293: ProfileStoreToday (decl)
+// Migration.md:294: ProfileStoreToday (decl)
 struct ProfileStoreToday {
-#sourceLocation(file: "Migration.md", line: 293)
+#sourceLocation(file: "Migration.md", line: 294)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -216,10 +215,10 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:337: ProfileStoreWithRetry (decl)
+// Migration.md:338: ProfileStoreWithRetry (decl)
 extension ProfileStoreToday {
     struct ProfileStoreWithRetry {
-#sourceLocation(file: "Migration.md", line: 337)
+#sourceLocation(file: "Migration.md", line: 338)
 // Fragment: uses the ProfileStore above.
 func profile(store: ProfileStore, id: Int) async throws -> Profile {
     try await withRetry(maxAttempts: 4) { attempt, done in
@@ -232,10 +231,10 @@ func profile(store: ProfileStore, id: Int) async throws -> Profile {
     }
 }
 
-// Migration.md:357: profileStoreAwaitHandle (body)
+// Migration.md:358: profileStoreAwaitHandle (body)
 extension ProfileStoreToday {
     func profileStoreAwaitHandle() async throws {
-#sourceLocation(file: "Migration.md", line: 357)
+#sourceLocation(file: "Migration.md", line: 358)
 // Fragment: uses the ProfileStore above, and `api` and `show` of your app.
 let store = ProfileStore(api: api)
 let profile = try await store.profile(id: 42) { _ in }.value
@@ -244,9 +243,9 @@ show(profile)
     }
 }
 
-// Migration.md:373: ProfileStoreAsyncAPI (decl)
+// Migration.md:374: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 373)
+#sourceLocation(file: "Migration.md", line: 374)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -273,9 +272,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:404: ProfileStoreAsync (decl)
+// Migration.md:405: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 404)
+#sourceLocation(file: "Migration.md", line: 405)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -298,9 +297,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:452: sameDecisionsInEveryStyle (test)
+// Migration.md:453: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 452)
+#sourceLocation(file: "Migration.md", line: 453)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
@@ -352,10 +351,10 @@ let asyncResult = try await retry(maxAttempts: 4, clock: ImmediateClock()) { att
 #sourceLocation()
 }
 
-// Migration.md:521: alamofireBefore (body)
+// Migration.md:522: alamofireBefore (body)
 extension Alamofire {
     func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 521)
+#sourceLocation(file: "Migration.md", line: 522)
 // Fragment: Alamofire code, before the migration.
 
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -373,12 +372,11 @@ session.request("https://api.example.com/profiles/42")
     }
 }
 
-// Migration.md:544: alamofireAfterPolicy (body)
+// Migration.md:545: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 544)
-// Fragment: `show` stands for your app's code.
+#sourceLocation(file: "Migration.md", line: 545)
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
-show(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
+print(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
@@ -577,20 +575,19 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 // Migration.md:893: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
 #sourceLocation(file: "Migration.md", line: 893)
-// Fragment: `show` stands for your app's code.
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
 } completion: { result in
-    show(result)
+    print(result)
 }
 handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:923: swiftRetrierToday (body)
+// Migration.md:922: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 923)
+#sourceLocation(file: "Migration.md", line: 922)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// README.md:61: ReadmeCallbacks (decl)
+// README.md:77: ReadmeCallbacks (decl)
 struct ReadmeCallbacks {
-#sourceLocation(file: "README.md", line: 61)
+#sourceLocation(file: "README.md", line: 77)
 struct Fatal: Error {}
 
 func legacyLoad(_ id: Int, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
@@ -36,9 +36,9 @@ func loadWithRetry(id: Int) -> RetryHandle<String> {
 #sourceLocation()
 }
 
-// README.md:92: ReadmeAsync (decl)
+// README.md:108: ReadmeAsync (decl)
 struct ReadmeAsync {
-#sourceLocation(file: "README.md", line: 92)
+#sourceLocation(file: "README.md", line: 108)
 func fetchAsync(_ url: URL) async throws -> Data {
     try await retry(maxAttempts: 5) {
         try await slowFetch(url)
@@ -51,9 +51,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:113: ReadmeBridges (decl)
+// README.md:129: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 113)
+#sourceLocation(file: "README.md", line: 129)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,9 +67,9 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:141: ReadmeHTTP (decl)
+// README.md:157: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 141)
+#sourceLocation(file: "README.md", line: 157)
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
@@ -79,9 +79,9 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:158: ReadmePolicies (decl)
+// README.md:174: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 158)
+#sourceLocation(file: "README.md", line: 174)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +103,38 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:240: ReadmeVirtualTime (decl)
+// README.md:257: ReadmeErrors (test)
+@Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
+#sourceLocation(file: "README.md", line: 257)
+struct Busy: LocalizedError {
+    var errorDescription: String? { "The server is busy" }
+}
+
+let scheduler = TestScheduler()  // virtual time: the 2 s waits take no time
+let handle: RetryHandle<String> = retry(
+    maxAttempts: 10, totalTimeout: .seconds(5), on: DispatchQueue(label: "errors"), scheduler: scheduler
+) { _, done in
+    done(.failure(Busy()))
+} strategy: { _ in
+    .backoff(.constant(.seconds(2)))
+} completion: { _ in }
+scheduler.run()
+do {
+    _ = try await handle.value
+    Issue.record("expected a give-up")
+} catch let error as RetryError {
+    #expect(error.reason == .deadlineExceeded)  // attempts at 0 s, 2 s and 4 s; the next would start after 5 s
+    #expect(
+        error.localizedDescription
+            == "The total timeout expired. 3 attempts ran in 4.0 seconds. Last error: The server is busy.")
+    #expect("\(error)" == "RetryError(retry deadline exceeded after 3 attempts in 4.0 seconds; last error: Busy())")
+}
+#sourceLocation()
+}
+
+// README.md:321: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 240)
+#sourceLocation(file: "README.md", line: 321)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

@@ -16,18 +16,17 @@ import Testing
 // Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:15: backoffBuilding (body)
 func backoffBuilding() async throws {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 15)
-// Fragment: `show` stands for your app's code.
 let backoff: BackoffStrategy<ContinuousClock> =
     .exponential(a: .milliseconds(100), b: 2)  // 100 ms, 200 ms, 400 ms, …
     .max(.seconds(10))  // never more than 10 s
     .jitter()  // then spread each delay over [0, that)
-show(backoff.delay(forRetry: 3))  // somewhere in [0, 800 ms)
+print(backoff.delay(forRetry: 3))  // somewhere in [0, 800 ms)
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:52: backoffFormulas (test)
+// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:51: backoffFormulas (test)
 @Test("ChoosingABackoff.md: backoffFormulas") func backoffFormulas() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 52)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 51)
 typealias Backoff = BackoffStrategy<ContinuousClock>
 #expect(Backoff.constant(.seconds(2)).delay(forRetry: 5) == .seconds(2))
 #expect(Backoff.linear(a: .seconds(1), b: .milliseconds(500)).delay(forRetry: 3) == .milliseconds(3500))
@@ -38,9 +37,9 @@ typealias Backoff = BackoffStrategy<ContinuousClock>
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:111: capBeforeJitter (test)
+// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:110: capBeforeJitter (test)
 @Test("ChoosingABackoff.md: capBeforeJitter") func capBeforeJitter() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 111)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 110)
 let spread = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
     .max(.seconds(30)).jitter(using: SeededRandomNumberGenerator(seed: 1))
 let bunched = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
@@ -54,9 +53,9 @@ let bunchedAtCap = (0..<1_000).filter { _ in bunched.delay(forRetry: 10) == .sec
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:132: jitterRanges (test)
+// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:131: jitterRanges (test)
 @Test("ChoosingABackoff.md: jitterRanges") func jitterRanges() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 132)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 131)
 let curve = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)  // f(3) = 8 s
 let full = curve.jitter(using: SeededRandomNumberGenerator(seed: 2))
 let equal = curve.equalJitter(using: SeededRandomNumberGenerator(seed: 3))

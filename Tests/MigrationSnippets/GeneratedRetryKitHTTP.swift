@@ -16,7 +16,6 @@ import Testing
 // Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:31: httpOverview (body)
 func httpOverview() async throws {
 #sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 31)
-// Fragment: `show` stands for your app's code.
 var policy = HTTPRetryPolicy()  // Alamofire's defaults: 2 retries, 0.5 s · 2ⁿ, plus jitter, a cap, Retry-After
 policy.retryLimit = 4
 let uploads = policy
@@ -24,14 +23,13 @@ let uploads = policy
     .deciding { context, proposed in
         context.statusCode == 423 ? .retryAfter(.seconds(2)) : proposed
     }
-show(uploads.maxAttempts)  // 5
+print(uploads.maxAttempts)  // 5
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:56: httpURLSessionBothStyles (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:55: httpURLSessionBothStyles (body)
 func httpURLSessionBothStyles() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 56)
-// Fragment: `show` stands for your app's code.
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 55)
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
     let (data, _) = try await session.data(for: request, retryPolicy: policy)
     return data
@@ -44,14 +42,13 @@ func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy,
         completion(data, error)
     }
 }
-show(load)
+print(load)
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:93: httpRunningAPolicy (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:91: httpRunningAPolicy (body)
 func httpRunningAPolicy() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 93)
-// Fragment: `show` stands for your app's code.
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 91)
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
     let strategy = policy.strategy(for: request)
     return try await retry(maxAttempts: policy.maxAttempts) { attempt in
@@ -64,13 +61,13 @@ func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) a
         strategy(error)
     }
 }
-show(load)
+print(load)
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:130: httpAnyClient (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:127: httpAnyClient (body)
 func httpAnyClient() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 130)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 127)
 struct Reply: Sendable {
     var status: Int
     var headers: [String: String]

@@ -9,14 +9,17 @@
 /// is empty available through `minimumBalance`:
 ///
 /// - the bucket starts full, at `capacity` tokens;
-/// - a retry costs `retryCost` tokens (`timeoutRetryCost` when the failed attempt timed out) and is refused if paying
-///   would leave fewer than `minimumBalance` tokens;
+/// - a retry costs `retryCost` tokens (`timeoutRetryCost` when the failed attempt timed out, never less than
+///   `retryCost`) and is refused if paying would leave fewer than `minimumBalance` tokens;
 /// - a success refunds the cost of the retry that led to it, or `successRefund` tokens for a first-try success, never
 ///   beyond `capacity`.
 ///
 /// **Bound.** With no successes at all, the retriers sharing a budget issue at most
 /// `(capacity − minimumBalance) / retryCost` retries in total (rounded down): 100 with the defaults, however many
-/// retriers share it. Once operations succeed again, the bucket refills by at least `successRefund` per success.
+/// retriers share it and however many of their attempts time out (``maximumRetriesWithoutSuccess``). The bound holds
+/// for every setting: a `timeoutRetryCost` below `retryCost` counts as `retryCost`, because a retry after a timeout
+/// loads the dependency at least as much as any other. Only a zero `retryCost` leaves retries unbounded, as it says.
+/// Once operations succeed again, the bucket refills by at least `successRefund` per success.
 ///
 /// `RetryBudget` is a class: share one instance between the retriers, policies and HTTP clients that call the same
 /// dependency. It is thread-safe.
@@ -34,7 +37,7 @@ public final class RetryBudget: Sendable {
     public let capacity: Int
     /// The tokens a retry costs.
     public let retryCost: Int
-    /// The tokens a retry after a timed-out attempt costs.
+    /// The tokens a retry after a timed-out attempt costs: never less than ``retryCost``.
     public let timeoutRetryCost: Int
     /// The tokens a first-try success refunds.
     public let successRefund: Int
@@ -45,13 +48,15 @@ public final class RetryBudget: Sendable {
 
     /// Creates a full budget.
     ///
-    /// Negative values count as zero, and `minimumBalance` is capped at `capacity`, so any combination is valid: a
-    /// zero `capacity` refuses every retry; a zero `retryCost` never refuses one.
+    /// Negative values count as zero, `minimumBalance` is capped at `capacity`, and a `timeoutRetryCost` below
+    /// `retryCost` counts as `retryCost` (so that timeouts cannot break the bound), so any combination is valid: a
+    /// zero `capacity` refuses every retry; a zero `retryCost` (with a zero `timeoutRetryCost`) never refuses one.
     ///
     /// - Parameters:
     ///   - capacity: The tokens the bucket holds when full. ``defaultCapacity`` by default.
     ///   - retryCost: The tokens a retry costs. ``defaultRetryCost`` by default.
-    ///   - timeoutRetryCost: The tokens a retry after a timed-out attempt costs. ``defaultTimeoutRetryCost`` by default.
+    ///   - timeoutRetryCost: The tokens a retry after a timed-out attempt costs; values below `retryCost` count as
+    ///     `retryCost`. ``defaultTimeoutRetryCost`` by default.
     ///   - successRefund: The tokens a first-try success refunds. ``defaultSuccessRefund`` by default.
     ///   - minimumBalance: Refuse retries that would leave fewer tokens than this. `0` by default.
     public init(
@@ -63,10 +68,18 @@ public final class RetryBudget: Sendable {
     ) {
         self.capacity = Swift.max(capacity, 0)
         self.retryCost = Swift.max(retryCost, 0)
-        self.timeoutRetryCost = Swift.max(timeoutRetryCost, 0)
+        self.timeoutRetryCost = Swift.max(timeoutRetryCost, self.retryCost)
         self.successRefund = Swift.max(successRefund, 0)
         self.minimumBalance = Swift.min(Swift.max(minimumBalance, 0), self.capacity)
         self.tokens = Locked(self.capacity)
+    }
+
+    /// The most retries the retriers sharing this budget issue in total while no operation succeeds, starting from a
+    /// full bucket: `(capacity − minimumBalance) / retryCost`, rounded down; `nil` (unbounded) when `retryCost` is 0.
+    ///
+    /// Retries after timed-out attempts count too: they cost at least `retryCost`.
+    public var maximumRetriesWithoutSuccess: Int? {
+        retryCost == 0 ? nil : (capacity - minimumBalance) / retryCost  // minimumBalance ≤ capacity: no overflow
     }
 
     /// The tokens in the bucket now.

@@ -20,11 +20,18 @@ import Foundation  // pow
 /// | ``exponential(scale:base:)`` | scale·baseˣ seconds (Alamofire's formula) |
 /// | ``decorrelatedJitter(base:cap:using:)`` | U[base, min(cap, 3·previous)) |
 /// | ``custom(_:)`` | your closure |
-/// | ``min(_:)`` | max(f(x), m) |
+/// | ``min(_:)`` | max(f(x), m), never above a cap before it |
 /// | ``max(_:)`` | min(f(x), M) |
 /// | ``jitter(using:)`` | U[0, f(x)) (full jitter) |
 /// | ``equalJitter(using:)`` | f(x)/2 + U[0, f(x)/2) |
-/// | ``proportionalJitter(_:using:)`` | f(x)·U[1−p, 1+p] |
+/// | ``proportionalJitter(_:using:)`` | U[f(x)·(1−p), min(f(x)·(1+p), cap)) |
+///
+/// ## A cap is a cap
+///
+/// No delay ever exceeds a ``max(_:)`` in the chain, or a ``decorrelatedJitter(base:cap:using:)``'s `cap`, whatever
+/// modifiers follow it, exactly, to the nanosecond: a later ``min(_:)`` above the cap gives the cap, and jitter after
+/// a cap draws below it. `.exponential(a: .seconds(1), b: 2).max(.seconds(30)).proportionalJitter(0.2)` waits between
+/// 24 s and 30 s once the curve passes 30 s.
 ///
 /// ## Never traps
 ///
@@ -49,14 +56,22 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
         case atMost(Curve, Duration)
         case fullJitter(Curve, RandomSource)
         case equalJitter(Curve, RandomSource)
-        case proportionalJitter(Curve, Double, RandomSource)
+        /// The spread, and the tightest cap of the curve below it in seconds (the draw's range is capped before it).
+        case proportionalJitter(Curve, Double, cap: Double, RandomSource)
     }
 
     let curve: Curve
+    /// The tightest cap of the chain, clamped and rounded down to whole nanoseconds: ``max(_:)``'s bound, or
+    /// ``decorrelatedJitter(base:cap:using:)``'s `cap`. No delay exceeds it, whatever modifiers follow.
+    let cap: Duration?
 
-    init(_ curve: Curve) {
+    init(_ curve: Curve, cap: Duration?) {
         self.curve = curve
+        self.cap = cap
     }
+
+    /// ``cap`` in seconds, or the saturation limit without one.
+    private var capSeconds: Double { cap.map(DelayMath.seconds) ?? DelayMath.limitSeconds }
 
     /// The largest delay any strategy produces: 1 000 000 000 seconds (about 31.7 years).
     ///
@@ -67,7 +82,7 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
     ///
     /// - Parameters:
     ///   - x: The 0-based retry index. Negative values count as 0.
-    ///   - previous: The delay chosen before the previous retry, if any. Only
+    ///   - previous: The last delay a backoff computed for this retrier, if any. Only
     ///     ``decorrelatedJitter(base:cap:using:)`` reads it.
     /// - Returns: A delay in `[0, saturationLimit]`, rounded to the nearest nanosecond. Jittered strategies draw from
     ///   their generator once per jitter modifier.
@@ -75,9 +90,10 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
         if case .none = curve { return .zero }  // the default strategy: no detour through `Double`
         let prev = previous.map(DelayMath.seconds)
         let delay = DelayMath.duration(Self.evaluate(curve, x: Swift.max(x, 0), previous: prev))
-        // The round trip through Double can overshoot a cap by one rounding step (near the limit, where a Double is
-        // coarser than a nanosecond), so an outermost `max(_:)` is applied once more, exactly.
-        if case .atMost(_, let cap) = curve { return Swift.min(delay, cap) }
+        // Every step keeps below the cap in seconds, but the round trip through Double can overshoot it by a rounding
+        // step (a nanosecond, or more near the limit where a Double is coarser), so the cap is applied once more,
+        // exactly, in whole nanoseconds.
+        if let cap { return Swift.min(delay, cap) }
         return delay
     }
 
@@ -110,10 +126,13 @@ public struct BackoffStrategy<C: Clock>: Sendable where C.Duration == Duration {
         case .equalJitter(let inner, let random):
             let half = evaluate(inner, x: x, previous: previous) / 2
             return half + half * random.unit()
-        case .proportionalJitter(let inner, let p, let random):
+        case .proportionalJitter(let inner, let p, let cap, let random):
             let f = evaluate(inner, x: x, previous: previous)
-            // factor in [1 - p, 1 + p]; the closed upper end is reached only when unit() would be 1, which it never is.
-            return DelayMath.clamp(f * (1 - p + 2 * p * random.unit()))
+            // The range [f·(1 − p), f·(1 + p)) is capped before drawing, so that at the cap delays stay spread over
+            // [f·(1 − p), cap) instead of piling up at the cap.
+            let high = Swift.min(DelayMath.clamp(f * (1 + p)), cap)
+            let low = Swift.min(DelayMath.clamp(f * (1 - p)), high)
+            return low + (high - low) * random.unit()
         }
     }
 }
@@ -124,13 +143,13 @@ extension BackoffStrategy {
     /// No delay between attempts: f(x) = 0.
     ///
     /// Runners carry out a zero delay without arming a timer or suspending.
-    public static var none: Self { Self(.none) }
+    public static var none: Self { Self(.none, cap: nil) }
 
     /// The same delay before every retry: f(x) = c.
     ///
     /// - Parameter c: The delay. Negative values count as zero.
     public static func constant(_ c: C.Duration) -> Self {
-        Self(.constant(DelayMath.seconds(c)))
+        Self(.constant(DelayMath.seconds(c)), cap: nil)
     }
 
     /// A delay that grows linearly: f(x) = a·x + b.
@@ -139,7 +158,7 @@ extension BackoffStrategy {
     ///   - a: The growth per retry. Negative values count as zero.
     ///   - b: The first delay. Negative values count as zero.
     public static func linear(a: C.Duration, b: C.Duration) -> Self {
-        Self(.linear(a: DelayMath.seconds(a), b: DelayMath.seconds(b)))
+        Self(.linear(a: DelayMath.seconds(a), b: DelayMath.seconds(b)), cap: nil)
     }
 
     /// A delay that grows exponentially: f(x) = a·bˣ.
@@ -152,7 +171,7 @@ extension BackoffStrategy {
     ///   - b: The growth factor. `+infinity` saturates from x = 1; NaN or a negative factor counts as 1 (the delay stays
     ///     `a`); 0 gives `a` at x = 0 and 0 afterwards.
     public static func exponential(a: C.Duration, b: Double) -> Self {
-        Self(.exponential(a: DelayMath.seconds(a), b: sanitizedFactor(b)))
+        Self(.exponential(a: DelayMath.seconds(a), b: sanitizedFactor(b)), cap: nil)
     }
 
     /// Alamofire's exponential backoff: f(x) = scale·baseˣ seconds.
@@ -163,7 +182,7 @@ extension BackoffStrategy {
     ///   - scale: The first delay, in seconds. NaN or negative counts as 0; `+infinity` saturates.
     ///   - base: The growth factor, with the same rules as ``exponential(a:b:)``'s `b`.
     public static func exponential(scale: Double, base: Double) -> Self {
-        Self(.exponential(a: DelayMath.clamp(scale), b: sanitizedFactor(base)))
+        Self(.exponential(a: DelayMath.clamp(scale), b: sanitizedFactor(base)), cap: nil)
     }
 
     /// Decorrelated jitter: f(x) = U[base, min(cap, 3·previous)), starting from previous = base.
@@ -172,9 +191,13 @@ extension BackoffStrategy {
     /// piles delays up at exactly the cap once `3·previous` exceeds it (the reason Polly dropped it). RetryKit caps the
     /// range *before* drawing, so at the cap delays stay spread uniformly over `[base, cap)`.
     ///
-    /// `previous` is the delay the runner chose before the previous retry (see ``delay(forRetry:previous:)``); a
+    /// `previous` is the last delay a backoff computed for this retrier (see ``delay(forRetry:previous:)``); a
     /// previous delay below `base` counts as `base`. If `cap < base`, every delay is `cap`; if `base` is 0, every delay
     /// is 0 (the range never grows from nothing).
+    ///
+    /// **After a hint.** A ``RetryStrategy/retryAfter(_:)`` wait is the server's delay, not a step of this chain: it
+    /// is not fed in as `previous`. The next backoff delay grows from the last delay the backoff itself computed (from
+    /// `base` if there was none), so one long `Retry-After` does not inflate the delays that follow it.
     ///
     /// - Parameters:
     ///   - base: The smallest delay. Negative values count as zero.
@@ -183,7 +206,10 @@ extension BackoffStrategy {
     public static func decorrelatedJitter<T: RandomNumberGenerator>(
         base: C.Duration, cap: C.Duration, using generator: T = SystemRandomNumberGenerator()
     ) -> Self {
-        Self(.decorrelated(base: DelayMath.seconds(base), cap: DelayMath.seconds(cap), RandomSource(generator)))
+        let cap = DelayMath.wholeNanoseconds(cap)
+        return Self(
+            .decorrelated(base: DelayMath.seconds(base), cap: DelayMath.seconds(cap), RandomSource(generator)), cap: cap
+        )
     }
 
     /// A delay computed by your own closure from the 0-based retry index: f(x) = body(x).
@@ -191,7 +217,7 @@ extension BackoffStrategy {
     /// The result is clamped to `[0, saturationLimit]`. The closure runs on the runner's queue or task, never while
     /// RetryKit holds a lock.
     public static func custom(_ body: @escaping @Sendable (_ retryIndex: Int) -> Duration) -> Self {
-        Self(.custom(body))
+        Self(.custom(body), cap: nil)
     }
 
     private static func sanitizedFactor(_ b: Double) -> Double {
@@ -204,20 +230,23 @@ extension BackoffStrategy {
 extension BackoffStrategy {
     /// Enforces a minimum delay: max(f(x), m).
     ///
-    /// - Parameter m: The minimum. Negative values count as zero. If a later ``max(_:)`` is below `m`, the later one
-    ///   wins, because modifiers apply in order.
+    /// - Parameter m: The minimum. Negative values count as zero. A cap wins over a minimum, whatever the order: if a
+    ///   ``max(_:)`` before or after this is below `m`, the delay is that cap.
     public func min(_ m: C.Duration) -> Self {
-        Self(.atLeast(curve, DelayMath.seconds(m)))
+        // Below the chain's cap, so that the cap holds: max(f(x), min(m, cap)).
+        Self(.atLeast(curve, Swift.min(DelayMath.seconds(m), capSeconds)), cap: cap)
     }
 
     /// Caps the delay: min(f(x), M).
     ///
-    /// When `max` is the last modifier, the delay never exceeds `M`, exactly, at any x.
+    /// The delay never exceeds `M`, exactly, at any x, whatever modifiers follow: a later ``min(_:)`` cannot raise it
+    /// above `M`, and jitter after it draws below `M` (see "A cap is a cap" above).
     ///
     /// - Parameter M: The cap. Negative values count as zero; a cap that is not a whole number of nanoseconds is
     ///   rounded down to one, like every delay.
     public func max(_ M: C.Duration) -> Self {
-        Self(.atMost(curve, DelayMath.wholeNanoseconds(M)))
+        let bound = DelayMath.wholeNanoseconds(M)
+        return Self(.atMost(curve, bound), cap: Swift.min(cap ?? bound, bound))
     }
 
     /// Full jitter: a delay drawn uniformly from [0, f(x)).
@@ -227,17 +256,20 @@ extension BackoffStrategy {
     /// - Parameter generator: The source of randomness. A value-type generator is copied into the strategy once and
     ///   then advances with every draw, shared by all copies of the strategy.
     public func jitter<T: RandomNumberGenerator>(using generator: T = SystemRandomNumberGenerator()) -> Self {
-        Self(.fullJitter(curve, RandomSource(generator)))
+        Self(.fullJitter(curve, RandomSource(generator)), cap: cap)
     }
 
     /// Equal jitter: f(x)/2 + U[0, f(x)/2).
     ///
     /// Keeps at least half of the computed delay while still spreading retries.
     public func equalJitter<T: RandomNumberGenerator>(using generator: T = SystemRandomNumberGenerator()) -> Self {
-        Self(.equalJitter(curve, RandomSource(generator)))
+        Self(.equalJitter(curve, RandomSource(generator)), cap: cap)
     }
 
-    /// Proportional jitter: f(x)·U[1 − p, 1 + p], gRPC's form (p = 0.2 gives 0.8…1.2).
+    /// Proportional jitter: f(x)·U[1 − p, 1 + p), gRPC's form (p = 0.2 gives 0.8…1.2).
+    ///
+    /// After a ``max(_:)``, the range is capped before the draw: U[f(x)·(1 − p), min(f(x)·(1 + p), M)), so that the cap
+    /// holds and delays at the cap stay spread below it instead of piling up at exactly `M`.
     ///
     /// - Parameters:
     ///   - p: The spread, clamped to `[0, 1]`; NaN counts as 0. `0.2` by default.
@@ -246,7 +278,7 @@ extension BackoffStrategy {
         _ p: Double = 0.2, using generator: T = SystemRandomNumberGenerator()
     ) -> Self {
         let spread = p > 0 ? Swift.min(p, 1) : 0
-        return Self(.proportionalJitter(curve, spread, RandomSource(generator)))
+        return Self(.proportionalJitter(curve, spread, cap: capSeconds, RandomSource(generator)), cap: cap)
     }
 }
 
@@ -258,7 +290,7 @@ extension BackoffStrategy {
     /// The clock parameter is only a tag (see the type's discussion), so a strategy written once, for example in a
     /// `RetryPolicy`, can run on any clock. Shared generators keep advancing once per draw, whichever copy draws.
     package func retagged<D: Clock>(for clock: D.Type = D.self) -> BackoffStrategy<D> where D.Duration == Duration {
-        BackoffStrategy<D>(Self.retag(curve))
+        BackoffStrategy<D>(Self.retag(curve), cap: cap)
     }
 
     private static func retag<D: Clock>(_ curve: Curve) -> BackoffStrategy<D>.Curve where D.Duration == Duration {
@@ -273,7 +305,8 @@ extension BackoffStrategy {
         case .atMost(let inner, let m): return .atMost(retag(inner), m)
         case .fullJitter(let inner, let random): return .fullJitter(retag(inner), random)
         case .equalJitter(let inner, let random): return .equalJitter(retag(inner), random)
-        case .proportionalJitter(let inner, let p, let random): return .proportionalJitter(retag(inner), p, random)
+        case .proportionalJitter(let inner, let p, let cap, let random):
+            return .proportionalJitter(retag(inner), p, cap: cap, random)
         }
     }
 }

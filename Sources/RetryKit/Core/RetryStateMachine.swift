@@ -54,7 +54,8 @@ package struct RetryConfiguration: Sendable {
 package struct RetryDecisionContext: Sendable {
     /// The 0-based retry index: 0 for the wait before the second attempt.
     package let retryIndex: Int
-    /// The delay chosen before the previous retry, if any.
+    /// The last delay a backoff computed for this retrier, if any: a ``RetryStrategy/retryAfter(_:)`` wait in between
+    /// does not replace it.
     package let previousDelay: Duration?
 
     /// Creates a context; the state machine creates these for runners, tests and test support may too.
@@ -71,7 +72,7 @@ package struct RetryDecisionContext: Sendable {
     package func resolve<C>(_ strategy: RetryStrategy<C>) -> RetryDecision {
         switch strategy {
         case .stop(let reason): return .stop(reason)
-        case .retryAfter(let delay): return .retry(after: DelayMath.clamp(delay))
+        case .retryAfter(let delay): return .retryAfterHint(DelayMath.clamp(delay))
         case .backoff(let backoff): return .retry(after: backoff.delay(forRetry: retryIndex, previous: previousDelay))
         }
     }
@@ -81,7 +82,10 @@ package struct RetryDecisionContext: Sendable {
 @usableFromInline
 package enum RetryDecision: Sendable, Hashable {
     case stop(RetryStopReason)
+    /// Retry after a delay the backoff computed; the next decorrelated delay grows from it.
     case retry(after: Duration)
+    /// Retry after a delay a hint gave (``RetryStrategy/retryAfter(_:)``); the backoff chain's previous delay stays.
+    case retryAfterHint(Duration)
 
     /// A stop for ``RetryStopReason/unspecified``.
     package static var stop: Self { .stop(.unspecified) }
@@ -240,7 +244,7 @@ package struct RetryStateMachine: Sendable {
         switch decision {
         case .stop(let reason):
             return finish(.stopped(reason), error: error, at: now, failed: (attempt, error))
-        case .retry(let requested):
+        case .retry(let requested), .retryAfterHint(let requested):
             // Resolved decisions are in range already; one made up by a caller of this package API is clamped too.
             let delay = DelayMath.clamp(requested)
             if let deadline = configuration.totalTimeout, now + delay >= deadline {
@@ -255,7 +259,7 @@ package struct RetryStateMachine: Sendable {
                 }
                 budgetPaid = paid
             }
-            previousDelay = delay
+            if case .retry = decision { previousDelay = delay }  // a hint is not a step of the backoff chain
             state = .waiting(nextAttempt: attempt.number + 1)
             return .retry(after: delay, failed: attempt, error: error)
         }

@@ -213,7 +213,7 @@ struct RetryStateMachineSequenceTests {
         #expect(throws: TestError(2)) { try run.termination?.result(value: nil).get() }
     }
 
-    @Test("the context carries the retry index 0, 1, 2 … and the delay chosen before the previous retry")
+    @Test("the context carries the retry index 0, 1, 2 … and the last delay a backoff computed (a hint is not one)")
     func contextIndexAndPreviousDelay() {
         let chosen: [RetryStrategy<ContinuousClock>] = [
             .backoff(.constant(.seconds(1))), .retryAfter(.seconds(5)), .backoff(.linear(a: .seconds(1), b: .zero)),
@@ -226,7 +226,7 @@ struct RetryStateMachineSequenceTests {
         }
 
         #expect(run.contexts.map(\.retryIndex) == [0, 1, 2, 3])
-        #expect(run.contexts.map(\.previousDelay) == [nil, .seconds(1), .seconds(5), .seconds(2)])
+        #expect(run.contexts.map(\.previousDelay) == [nil, .seconds(1), .seconds(1), .seconds(2)])
         #expect(run.delays == [.seconds(1), .seconds(5), .seconds(2), .zero])
     }
 
@@ -300,7 +300,7 @@ struct RetryStateMachineDeadlineTests {
         _ = machine.start(at: .zero)
         let consultation = machine.attemptFailed(1, error: TestError(1), at: .seconds(1)).consultation
         let decision = consultation?.context.resolve(RetryStrategy<ContinuousClock>.retryAfter(.seconds(120)))
-        #expect(decision == .retry(after: .seconds(120)))
+        #expect(decision == .retryAfterHint(.seconds(120)))
         let termination = decision.flatMap { machine.decide($0, at: .seconds(1)).termination }
         #expect(termination?.summary.reason == .deadlineExceeded)
     }

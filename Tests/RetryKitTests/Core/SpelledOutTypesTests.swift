@@ -30,7 +30,7 @@ struct SpelledOutTypesTests {
         let context = RetryDecisionContext(retryIndex: 4, previousDelay: nil)
         #expect(context.resolve(strategy) == .retry(after: .seconds(2)))
         #expect(context.resolve(stop) == .stop)
-        #expect(context.resolve(hint) == .retry(after: .seconds(30)))
+        #expect(context.resolve(hint) == .retryAfterHint(.seconds(30)))
         #expect(suspending.delay(forRetry: 4) < .milliseconds(1600))
         #expect(continuous.delay(forRetry: 4) == .seconds(3))
 

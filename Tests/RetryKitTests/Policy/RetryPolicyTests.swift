@@ -16,9 +16,13 @@ func policyDelays(_ policy: RetryPolicy, count: Int, error: any Error = CBError(
     return (0..<count).map { index in
         let decision = RetryDecisionContext(retryIndex: index, previousDelay: previous)
             .resolve(policy.strategy(for: error))
-        guard case .retry(let delay) = decision else { return nil }
-        previous = delay
-        return delay
+        switch decision {
+        case .retry(let delay):
+            previous = delay
+            return delay
+        case .retryAfterHint(let delay): return delay  // a hint is not the backoff chain's previous delay
+        case .stop: return nil
+        }
     }
 }
 

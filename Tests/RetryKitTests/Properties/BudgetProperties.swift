@@ -34,11 +34,6 @@ struct BudgetCase: CustomStringConvertible, Sendable {
         return retryCost == 0 ? nil : (capacity - minimumBalance) / retryCost
     }
 
-    /// Whether a retry after a timeout costs less than any other retry (issue 13.4, fixed on branch `edges`).
-    var timeoutsCostLess: Bool {
-        Swift.max(timeoutRetryCost, 0) < Swift.max(retryCost, 0)
-    }
-
     var description: String {
         "RetryBudget(capacity: \(capacity), retryCost: \(retryCost), timeoutRetryCost: \(timeoutRetryCost), "
             + "successRefund: \(successRefund), minimumBalance: \(minimumBalance))"
@@ -70,34 +65,39 @@ struct BudgetProperties {
         }
     }
 
-    @Test("the bound holds when attempts time out, for timeoutRetryCost ≥ retryCost")
+    @Test("the bound holds for retriers run from async code on a TestClock")
+    func boundAsync() async {
+        await checkProperty("budget bound, async") { random in
+            SharedBudgetCase(
+                budget: BudgetCase.generate(&random), retriers: Int.random(in: 1...5, using: &random),
+                maxAttempts: Int.random(in: 1...25, using: &random), timeouts: random.oneIn(2))
+        } property: { testCase in
+            await asyncBoundProblems(testCase)
+        }
+    }
+
+    @Test("the bound holds when every attempt times out, whatever timeoutRetryCost is")
     func boundWithTimeouts() {
         checkProperty("budget bound, timeouts") { random in
-            var budget = BudgetCase.generate(&random)
-            if budget.timeoutsCostLess { swap(&budget.retryCost, &budget.timeoutRetryCost) }
-            return SharedBudgetCase(
-                budget: budget, retriers: Int.random(in: 1...5, using: &random),
+            SharedBudgetCase(
+                budget: BudgetCase.generate(&random), retriers: Int.random(in: 1...5, using: &random),
                 maxAttempts: Int.random(in: 1...25, using: &random), timeouts: true)
         } property: { testCase in
             boundProblems(testCase)
         }
     }
 
-    @Test("the bound when attempts time out and timeoutRetryCost < retryCost (issue 13.4)")
+    @Test("the bound holds when attempts time out and timeoutRetryCost < retryCost (issue 13.4)")
     func boundWithCheaperTimeouts() {
-        withKnownIssue("13.4: a timeout retry cheaper than retryCost breaks the bound; fixed on branch edges") {
-            checkProperty("budget bound, cheaper timeouts") { random in
-                var budget = BudgetCase.generate(&random)
-                budget.retryCost = Int.random(in: 2...12, using: &random)
-                budget.timeoutRetryCost = Int.random(in: 0..<budget.retryCost, using: &random)
-                return SharedBudgetCase(
-                    budget: budget, retriers: Int.random(in: 1...5, using: &random),
-                    maxAttempts: Int.random(in: 1...25, using: &random), timeouts: true)
-            } property: { testCase in
-                boundProblems(testCase)
-            }
-        } matching: { issue in
-            issue.comments.contains { $0.rawValue.contains("budget bound, cheaper timeouts") }
+        checkProperty("budget bound, cheaper timeouts") { random in
+            var budget = BudgetCase.generate(&random)
+            budget.retryCost = Int.random(in: 2...12, using: &random)
+            budget.timeoutRetryCost = Int.random(in: 0..<budget.retryCost, using: &random)
+            return SharedBudgetCase(
+                budget: budget, retriers: Int.random(in: 1...5, using: &random),
+                maxAttempts: Int.random(in: 1...25, using: &random), timeouts: true)
+        } property: { testCase in
+            boundProblems(testCase)
         }
     }
 }
@@ -129,5 +129,33 @@ private func boundProblems(_ testCase: SharedBudgetCase) -> [String] {
         found.append("\(retries.value) retries, above the bound \(bound)")
     }
     if budget.availableTokens < 0 { found.append("\(budget.availableTokens) tokens left") }
+    return found
+}
+
+/// Runs the retriers of `testCase` one after the other from async code on a `TestClock`, sharing one budget.
+private func asyncBoundProblems(_ testCase: SharedBudgetCase) async -> [String] {
+    let budget = testCase.budget.make()
+    let clock = TestClock()
+    let retries = AsyncCounter()
+    var policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: testCase.maxAttempts).budget(budget)
+    if testCase.timeouts { policy = policy.attemptTimeout(.seconds(1)) }
+    var found: [String] = []
+    for _ in 0..<testCase.retriers {
+        let task = Task { [policy] in
+            try await policy.execute(
+                clock: clock,
+                operation: { (attempt: RetryAttempt) -> Int in
+                    if testCase.timeouts { try await clock.sleep(for: .seconds(10)) }
+                    throw ScriptedFailure(attempt: attempt.number)
+                },
+                observer: { event in
+                    if case .attemptFailed(_, _, .retry) = event { retries.increment() }
+                })
+        }
+        if (try? await clock.run(until: task)) != nil { found.append("a retrier succeeded") }
+    }
+    if let bound = testCase.budget.bound, retries.value > bound {
+        found.append("\(retries.value) retries, above the bound \(bound)")
+    }
     return found
 }

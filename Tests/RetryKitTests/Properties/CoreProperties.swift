@@ -23,33 +23,34 @@ struct CoreProperties {
         }
     }
 
-    @Test("a cap followed by .min or a jitter holds too (issue 13.2)")
+    @Test("a cap holds exactly whatever modifiers follow it (issue 13.2)")
     func capFollowedByModifiers() {
-        withKnownIssue(
-            "13.2: .max(M) then .min or a jitter may round past M; fixed on branch edges", isIntermittent: true
-        ) {
-            let caps = [propertyLimit - .nanoseconds(1), .seconds(8_388_607) + .nanoseconds(999_999_999)]
-            let edges = caps.flatMap { cap in
-                [
-                    BackoffCase(
-                        strategy: BackoffStrategy.constant(.seconds(Int64.max)).max(cap).min(.nanoseconds(1)),
-                        description: ".constant(max).max(\(exact(cap))).min(1 ns)", cap: cap, capModified: true),
-                    BackoffCase(
-                        strategy: BackoffStrategy.constant(.seconds(Int64.max)).max(cap).jitter(
-                            using: PropertyGenerator(.constant(.max))),
-                        description: ".constant(max).max(\(exact(cap))).jitter(using: constant(max))", cap: cap,
-                        capModified: true),
-                ]
-            }
-            checkProperty("cap followed by modifiers", edgeCases: edges) { random in
-                var chain = BackoffCase.generate(&random)
-                while !chain.capModified { chain = BackoffCase.generate(&random) }
-                return chain
-            } property: { chain in
-                [0, 1, 30, Int.max].flatMap { x in
-                    chain.problems(
-                        with: chain.strategy.delay(forRetry: x), context: "for \(chain) at x = \(x)", strictCap: true)
-                }
+        let caps = [propertyLimit - .nanoseconds(1), .seconds(8_388_607) + .nanoseconds(999_999_999)]
+        let top = PropertyGenerator(.constant(.max))
+        let edges = caps.flatMap { cap in
+            let capped = BackoffStrategy<ContinuousClock>.constant(.seconds(Int64.max)).max(cap)
+            return [
+                BackoffCase(
+                    strategy: capped.min(.nanoseconds(1)), description: ".max(\(exact(cap))).min(1 ns)", cap: cap),
+                BackoffCase(
+                    strategy: capped.min(.seconds(Int64.max)), description: ".max(\(exact(cap))).min(max)", cap: cap),
+                BackoffCase(
+                    strategy: capped.jitter(using: top), description: ".max(\(exact(cap))).jitter(top)", cap: cap),
+                BackoffCase(
+                    strategy: capped.equalJitter(using: top), description: ".max(\(exact(cap))).equalJitter(top)",
+                    cap: cap),
+                BackoffCase(
+                    strategy: capped.proportionalJitter(1, using: top),
+                    description: ".max(\(exact(cap))).proportionalJitter(1, top)", cap: cap),
+            ]
+        }
+        checkProperty("cap followed by modifiers", edgeCases: edges) { random in
+            var chain = BackoffCase.generate(&random)
+            while chain.cap == nil { chain = BackoffCase.generate(&random) }
+            return chain
+        } property: { chain in
+            [0, 1, 30, Int.max].flatMap { x in
+                chain.problems(with: chain.strategy.delay(forRetry: x), context: "for \(chain) at x = \(x)")
             }
         }
     }

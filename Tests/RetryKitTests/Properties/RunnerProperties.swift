@@ -64,7 +64,7 @@ struct RunnerProperties {
             let task = Task {
                 try await retry(
                     maxAttempts: testCase.maxAttempts, totalTimeout: testCase.totalTimeout,
-                    attemptTimeout: testCase.attemptTimeout, clock: clock,
+                    attemptTimeout: testCase.attemptTimeout, tolerance: testCase.tolerance, clock: clock,
                     operation: scriptedAsyncOperation(testCase, clock: clock),
                     strategy: { error in testCase.strategy.answer(afterAttempt: failedAttempt(of: error) ?? 0) },
                     observer: { events.append($0) })
@@ -83,7 +83,7 @@ struct RunnerProperties {
             let task = Task {
                 try await withRetry(
                     maxAttempts: testCase.maxAttempts, totalTimeout: testCase.totalTimeout,
-                    attemptTimeout: testCase.attemptTimeout, clock: clock,
+                    attemptTimeout: testCase.attemptTimeout, tolerance: testCase.tolerance, clock: clock,
                     operation: { (attempt, done: AttemptCompletion<Int>) in
                         let work = Task {
                             do { done(.success(try await operation(attempt))) } catch { done(.failure(error)) }
@@ -104,9 +104,8 @@ struct RunnerProperties {
             testCase in
             let clock = RecordingClock()
             let started = AsyncCounter()
-            let tolerance = testCase.attemptTimeout
             let task = Task {
-                try await retry(maxAttempts: testCase.maxAttempts, tolerance: tolerance, clock: clock) {
+                try await retry(maxAttempts: testCase.maxAttempts, tolerance: testCase.tolerance, clock: clock) {
                     () async throws(ScriptedFailure) -> Int in
                     let number = started.increment()
                     switch testCase.script(for: number) {
@@ -151,7 +150,8 @@ struct RunnerProperties {
             let asyncEvents = AsyncLog<RetryEvent<Int>>()
             let task = Task {
                 try await policyCase.policy.execute(
-                    clock: clock, operation: scriptedAsyncOperation(testCase, clock: clock),
+                    tolerance: testCase.tolerance, clock: clock,
+                    operation: scriptedAsyncOperation(testCase, clock: clock),
                     observer: { asyncEvents.append($0) })
             }
             _ = try? await clock.run(until: task)
@@ -188,6 +188,47 @@ struct RunnerProperties {
             let expected = [propertyClamp(delay), propertyClamp(delay)]
             if propertyClamp(delay) == .zero, pauses.allSatisfy({ $0 == .zero }) { return found }
             if pauses != expected { found.append("pauses \(pauses.map(exact)), expected \(expected.map(exact))") }
+            return found
+        }
+    }
+}
+
+extension RunnerProperties {
+    @Test("repeating(withDelay:) from callbacks arms each pause at the clamped delay")
+    func repeatingCallback() {
+        checkProperty(
+            "repeating, callbacks", edgeCases: PropertyRandom.durationEdges,
+            generate: { random in random.duration() }
+        ) { delay in
+            // Each attempt completes 1 ms after it starts (a zero pause after an instant success would loop forever
+            // in virtual time): attempts start 1 ms + the clamped delay apart.
+            let scheduler = TestScheduler()
+            let queue = DispatchQueue(label: "property")
+            let starts = AsyncLog<Duration>()
+            let ended = AsyncLog<String>()
+            let poller = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: delay)
+            let handle = poller.execute(
+                on: queue, scheduler: scheduler,
+                operation: { (attempt, done: AttemptCompletion<Int>) in
+                    starts.append(scheduler.now)
+                    _ = scheduler.schedule(after: .milliseconds(1), on: queue) { done(.success(attempt.number)) }
+                },
+                onValue: { _ in }, completion: { error in ended.append("\(error)") })
+            scheduler.advance()
+            var steps = 0
+            while starts.values.count < 3, let deadline = scheduler.nextDeadline, steps < 20 {
+                scheduler.advance(by: deadline - scheduler.now)
+                steps += 1
+            }
+            handle.cancel()
+            scheduler.run()
+            var found: [String] = []
+            if ended.values.count != 1 { found.append("\(ended.values.count) completions") }
+            let gaps = zip(starts.values, starts.values.dropFirst()).map { $1 - $0 }
+            let expected = .milliseconds(1) + propertyClamp(delay)
+            if gaps != [expected, expected] {
+                found.append("attempts \(gaps.map(exact)) apart, expected \(exact(expected))")
+            }
             return found
         }
     }
@@ -269,9 +310,7 @@ struct PolicyCase: CustomStringConvertible, Sendable {
             text =
                 ".exponentialBackoff(initialDelay: \(exact(initial)), multiplier: \(multiplier), maxDelay: \(exact(maxDelay)), "
                 + "jitter: \(jitter), using: \(generator))"
-            chain = BackoffCase(
-                strategy: .none, description: text, cap: propertyClamp(maxDelay),
-                capModified: jitter == .full || jitter == .equal)
+            chain = BackoffCase(strategy: .none, description: text, cap: propertyClamp(maxDelay))
         case 1:
             let d = random.duration()
             policy = .constantDelay(d)
