@@ -252,9 +252,10 @@ final class PendingTimer: @unchecked Sendable {
 
 /// The runner's scheduler and the origin of its elapsed time.
 enum RunnerClock: Sendable {
-    /// ``DispatchTimerScheduler``, used directly: `ContinuousClock`, measured from `origin`. The same time as
+    /// ``DispatchTimerScheduler``, used directly: `ContinuousClock`, measured from `origin` (a reading of
+    /// `DispatchTimerScheduler.continuousNow`). The same time as
     /// ``RetryScheduler/now`` (continuous, like the async runner's default clock), without the existential call.
-    case dispatch(origin: ContinuousClock.Instant)
+    case dispatch(origin: Duration)
     /// Any other scheduler, boxed (the existential would make every runner 40 bytes larger).
     case custom(CustomScheduler)
 }
@@ -290,7 +291,7 @@ package final class CallbackRunner: Sendable {
     ) {
         self.queue = queue
         if type(of: scheduler) == DispatchTimerScheduler.self {
-            self.clock = .dispatch(origin: .now)
+            self.clock = .dispatch(origin: DispatchTimerScheduler.continuousNow)
         } else {
             self.clock = .custom(CustomScheduler(scheduler))
         }
@@ -335,7 +336,7 @@ package final class CallbackRunner: Sendable {
     private var elapsed: Duration {
         switch clock {
         case .dispatch(let origin):
-            return origin.duration(to: .now)
+            return DispatchTimerScheduler.continuousNow - origin
         case .custom(let custom):
             return custom.scheduler.now - custom.origin
         }

@@ -82,10 +82,17 @@ public struct DispatchTimerScheduler: RetryScheduler {
 
     /// `ContinuousClock`'s current time, as the duration since a fixed origin (the first reading in the process).
     public var now: Duration {
-        Self.origin.duration(to: ContinuousClock.now)
+        Self.continuousNow
     }
 
-    /// The origin of ``now``.
+    /// ``now``, without an instance: `ContinuousClock`'s current time as the duration since ``origin``. A `Duration`
+    /// (a fixed-size value) rather than a `ContinuousClock.Instant`, whose layout is only known at run time, so that
+    /// runners can keep and compare readings cheaply.
+    static var continuousNow: Duration {
+        origin.duration(to: ContinuousClock.now)
+    }
+
+    /// The origin of ``now``: the first reading in the process.
     private static let origin = ContinuousClock.now
 
     /// Runs `work` with `queue.async`.
