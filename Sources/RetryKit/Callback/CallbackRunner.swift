@@ -252,10 +252,10 @@ final class PendingTimer: @unchecked Sendable {
 
 /// The runner's scheduler and the origin of its elapsed time.
 enum RunnerClock: Sendable {
-    /// ``DispatchTimerScheduler``, used directly: `ContinuousClock`, measured from `origin` (a reading of
-    /// `DispatchTimerScheduler.continuousNow`). The same time as
+    /// ``DispatchTimerScheduler``, used directly: `ContinuousClock`'s time in nanoseconds (``ContinuousTime``),
+    /// measured from `origin`. The same time as
     /// ``RetryScheduler/now`` (continuous, like the async runner's default clock), without the existential call.
-    case dispatch(origin: Duration)
+    case dispatch(origin: UInt64)
     /// Any other scheduler, boxed (the existential would make every runner 40 bytes larger).
     case custom(CustomScheduler)
 }
@@ -291,7 +291,7 @@ package final class CallbackRunner: Sendable {
     ) {
         self.queue = queue
         if type(of: scheduler) == DispatchTimerScheduler.self {
-            self.clock = .dispatch(origin: DispatchTimerScheduler.continuousNow)
+            self.clock = .dispatch(origin: ContinuousTime.nanoseconds())
         } else {
             self.clock = .custom(CustomScheduler(scheduler))
         }
@@ -336,7 +336,7 @@ package final class CallbackRunner: Sendable {
     private var elapsed: Duration {
         switch clock {
         case .dispatch(let origin):
-            return DispatchTimerScheduler.continuousNow - origin
+            return ContinuousTime.since(origin)
         case .custom(let custom):
             return custom.scheduler.now - custom.origin
         }

@@ -58,7 +58,7 @@ extension RetryScheduler where Self == DispatchTimerScheduler {
 ///
 /// Time is continuous, as `ContinuousClock`'s (the default clock of the async APIs): it keeps counting while an Apple
 /// device sleeps, so that a backoff, a timeout or a deadline means the same span of real time in the completion-handler
-/// and the async styles, on every platform. ``now`` reads `ContinuousClock`, and timers are armed with a wall-clock
+/// and the async styles, on every platform. ``now`` reads `ContinuousClock`'s time source, and timers are armed with a wall-clock
 /// deadline (`DispatchWallTime`), the Dispatch time that also counts through sleep (`DispatchTime` is uptime: it stops
 /// while the device sleeps). Only a change of the system's wall clock while a timer is pending moves that one timer;
 /// elapsed time and the total deadline are still measured on `ContinuousClock`. Delays are clamped to
@@ -80,20 +80,17 @@ public struct DispatchTimerScheduler: RetryScheduler {
     /// Creates the production scheduler.
     public init() {}
 
-    /// `ContinuousClock`'s current time, as the duration since a fixed origin (the first reading in the process).
+    /// `ContinuousClock`'s current time (its time source, read directly), as the duration since the clock's origin.
     public var now: Duration {
-        Self.continuousNow
+        Self.duration(nanoseconds: ContinuousTime.nanoseconds())
     }
 
-    /// ``now``, without an instance: `ContinuousClock`'s current time as the duration since ``origin``. A `Duration`
-    /// (a fixed-size value) rather than a `ContinuousClock.Instant`, whose layout is only known at run time, so that
-    /// runners can keep and compare readings cheaply.
-    static var continuousNow: Duration {
-        origin.duration(to: ContinuousClock.now)
+    /// A continuous-time reading as a duration since the clock's origin.
+    static func duration(nanoseconds: UInt64) -> Duration {
+        Duration(
+            secondsComponent: Int64(nanoseconds / 1_000_000_000),  // < 2⁶⁴ / 10⁹: fits
+            attosecondsComponent: Int64(nanoseconds % 1_000_000_000) * 1_000_000_000)
     }
-
-    /// The origin of ``now``: the first reading in the process.
-    private static let origin = ContinuousClock.now
 
     /// Runs `work` with `queue.async`.
     public func execute(on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) {
