@@ -493,9 +493,10 @@ final class ServerCore: Sendable {
 
     /// `d` in whole milliseconds for `poll`, rounded up and clamped to `Int32`.
     static func milliseconds(_ d: Duration) -> Int32 {
+        // Compared before reading `components`, which traps beyond `Int64` seconds.
+        guard d > .zero else { return 0 }
+        guard d < .seconds(Int64(Int32.max / 1000)) else { return Int32.max }
         let parts = d.components
-        guard parts.seconds >= 0 else { return 0 }
-        guard parts.seconds < Int64(Int32.max / 1000) else { return Int32.max }
         let millis = parts.seconds * 1000 + (parts.attoseconds + 999_999_999_999_999) / 1_000_000_000_000_000
         return Int32(millis)
     }

@@ -572,9 +572,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:893: swiftRetrierCallbacks (body)
+// Migration.md:894: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 893)
+#sourceLocation(file: "Migration.md", line: 894)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -585,9 +585,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:922: swiftRetrierToday (body)
+// Migration.md:923: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 922)
+#sourceLocation(file: "Migration.md", line: 923)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

@@ -24,4 +24,18 @@ import Testing
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(String(decoding: data, as: UTF8.self) == "ok")
     }
+
+    /// A scripted delay beyond `Int64` seconds waits "forever" (the poll timeout saturates); it trapped in the server's
+    /// thread before.
+    @Test func scriptedServerDelayBeyondInt64SecondsDoesNotTrap() async throws {
+        let huge = Duration.seconds(Int64.max) + .seconds(Int64.max)
+        let server = try ScriptedHTTPServer(scripts: ["/slow": [.respond(200, body: "late", after: huge)]])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+        let request = Task { await fetch(server.url("/slow"), in: session) }
+        #expect(await eventually { server.requestCount(to: "/slow") == 1 }, "the server received the request")
+        request.cancel()  // the response waits "forever": the client gives up
+        #expect(await request.value.status == nil)
+    }
 }

@@ -22,7 +22,7 @@ struct BackoffCase: CustomStringConvertible, Sendable {
         var chain: BackoffCase
         switch Int.random(in: 0..<8, using: &random) {
         case 0:
-            chain = BackoffCase(strategy: .none, description: ".none", cap: .zero)
+            chain = BackoffCase(strategy: .none, description: ".none")
         case 1:
             let c = random.duration()
             chain = BackoffCase(strategy: .constant(c), description: ".constant(\(exact(c)))")
