@@ -3,7 +3,7 @@ extension AsyncRetry {
     /// whatever the clock does.
     ///
     /// `ContinuousClock` and `SuspendingClock` sleep through the runtime, which already ends a sleep from the task's
-    /// cancellation handler: they are called directly (a constant check once specialized, so the waiting task needs no
+    /// cancellation handler, and RetryKitTesting's clocks do the same: they are called directly (a constant check once specialized, so the waiting task needs no
     /// more memory than a bare `Task.sleep`). Any other clock's `sleep` may end only when its deadline passes, or
     /// check for cancellation late: it runs in a task of its own, and a cancellation handler resumes the waiting task
     /// at once and cancels that sleep.
@@ -12,18 +12,25 @@ extension AsyncRetry {
     @inlinable
     static func sleep<C: Clock>(until deadline: C.Instant, tolerance: Duration?, clock: C) async throws
     where C.Duration == Duration {
-        if C.self == ContinuousClock.self || C.self == SuspendingClock.self {
+        if endsSleepOnCancellation(C.self) {
             try await clock.sleep(until: deadline, tolerance: tolerance)
         } else {
             try await sleepEndingOnCancel(until: deadline, tolerance: tolerance, clock: clock)
         }
     }
 
+    /// Whether a `C`'s `sleep` is known to end at once when the sleeping task is cancelled: `ContinuousClock` and
+    /// `SuspendingClock` (the runtime's sleep) and RetryKitTesting's clocks. A constant once specialized.
+    @inlinable
+    static func endsSleepOnCancellation<C: Clock>(_: C.Type) -> Bool {
+        C.self == ContinuousClock.self || C.self == SuspendingClock.self || C.self is any SleepEndsOnCancellation.Type
+    }
+
     /// ``sleep(until:tolerance:clock:)`` for a duration from now.
     @inlinable
     static func sleep<C: Clock>(for delay: Duration, tolerance: Duration?, clock: C) async throws
     where C.Duration == Duration {
-        if C.self == ContinuousClock.self || C.self == SuspendingClock.self {
+        if endsSleepOnCancellation(C.self) {
             try await clock.sleep(for: delay, tolerance: tolerance)
         } else {
             try await sleepEndingOnCancel(until: clock.now.advanced(by: delay), tolerance: tolerance, clock: clock)
@@ -54,6 +61,12 @@ extension AsyncRetry {
         }
     }
 }
+
+/// A clock whose `sleep` ends at once with `CancellationError` when the sleeping task is cancelled, and which
+/// RetryKit's runners therefore call directly (RetryKitTesting's `TestClock` and `ImmediateClock`): its sleepers
+/// register from the waiting task itself, in order, as virtual-time tests expect.
+@usableFromInline
+package protocol SleepEndsOnCancellation {}
 
 /// A sleep in a task of its own against the waiting task's cancellation: the first to end resumes the waiting task,
 /// exactly once, after the lock is released.

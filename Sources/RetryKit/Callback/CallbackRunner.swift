@@ -252,8 +252,9 @@ final class PendingTimer: @unchecked Sendable {
 
 /// The runner's scheduler and the origin of its elapsed time.
 enum RunnerClock: Sendable {
-    /// ``DispatchTimerScheduler``, used directly: `DispatchTime` in nanoseconds, measured from `origin`. The same time
-    /// as ``RetryScheduler/now``, without the existential call and the conversions on every reading.
+    /// ``DispatchTimerScheduler``, used directly: `ContinuousClock`'s time in nanoseconds (``ContinuousTime``),
+    /// measured from `origin`. The same time as
+    /// ``RetryScheduler/now`` (continuous, like the async runner's default clock), without the existential call.
     case dispatch(origin: UInt64)
     /// Any other scheduler, boxed (the existential would make every runner 40 bytes larger).
     case custom(CustomScheduler)
@@ -290,7 +291,7 @@ package final class CallbackRunner: Sendable {
     ) {
         self.queue = queue
         if type(of: scheduler) == DispatchTimerScheduler.self {
-            self.clock = .dispatch(origin: DispatchTime.now().uptimeNanoseconds)
+            self.clock = .dispatch(origin: ContinuousTime.nanoseconds())
         } else {
             self.clock = .custom(CustomScheduler(scheduler))
         }
@@ -335,8 +336,7 @@ package final class CallbackRunner: Sendable {
     private var elapsed: Duration {
         switch clock {
         case .dispatch(let origin):
-            // Both readings of the same monotonic clock: the difference is small and non-negative.
-            return .nanoseconds(Int64(truncatingIfNeeded: DispatchTime.now().uptimeNanoseconds &- origin))
+            return ContinuousTime.since(origin)
         case .custom(let custom):
             return custom.scheduler.now - custom.origin
         }

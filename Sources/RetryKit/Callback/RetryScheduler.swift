@@ -56,10 +56,14 @@ extension RetryScheduler where Self == DispatchTimerScheduler {
 /// before returning, so a timer is never released un-resumed or suspended. The returned ``Timer`` keeps the timer
 /// alive (a timer whose last reference is dropped never fires); cancelling it releases the timer's handler.
 ///
-/// Time is `DispatchTime` (the uptime clock the timers run on) in nanoseconds; on Apple platforms it does not advance
-/// while the device sleeps, for timeouts and deadlines alike. Delays are clamped to
+/// Time is continuous, as `ContinuousClock`'s (the default clock of the async APIs): it keeps counting while an Apple
+/// device sleeps, so that a backoff, a timeout or a deadline means the same span of real time in the completion-handler
+/// and the async styles, on every platform. ``now`` reads `ContinuousClock`'s time source, and timers are armed with a wall-clock
+/// deadline (`DispatchWallTime`), the Dispatch time that also counts through sleep (`DispatchTime` is uptime: it stops
+/// while the device sleeps). Only a change of the system's wall clock while a timer is pending moves that one timer;
+/// elapsed time and the total deadline are still measured on `ContinuousClock`. Delays are clamped to
 /// `[0, BackoffStrategy.saturationLimit]` (10⁹ s) before they are converted to nanoseconds, so no delay can overflow
-/// or trap; a deadline beyond `DispatchTime`'s range becomes `DispatchTime.distantFuture`.
+/// or trap; a deadline beyond Dispatch's range becomes `DispatchWallTime.distantFuture`.
 public struct DispatchTimerScheduler: RetryScheduler {
     /// A pending `DispatchSourceTimer`; ``cancel()`` cancels it.
     public struct Timer: RetryCancellable, @unchecked Sendable {
@@ -76,13 +80,13 @@ public struct DispatchTimerScheduler: RetryScheduler {
     /// Creates the production scheduler.
     public init() {}
 
-    /// `DispatchTime.now()` in nanoseconds.
+    /// `ContinuousClock`'s current time (its time source, read directly), as the duration since the clock's origin.
     public var now: Duration {
-        Self.duration(uptimeNanoseconds: DispatchTime.now().uptimeNanoseconds)
+        Self.duration(nanoseconds: ContinuousTime.nanoseconds())
     }
 
-    /// A `DispatchTime` reading as a duration since the clock's origin.
-    static func duration(uptimeNanoseconds nanoseconds: UInt64) -> Duration {
+    /// A continuous-time reading as a duration since the clock's origin.
+    static func duration(nanoseconds: UInt64) -> Duration {
         Duration(
             secondsComponent: Int64(nanoseconds / 1_000_000_000),  // < 2⁶⁴ / 10⁹: fits
             attosecondsComponent: Int64(nanoseconds % 1_000_000_000) * 1_000_000_000)
@@ -100,19 +104,20 @@ public struct DispatchTimerScheduler: RetryScheduler {
         -> Timer
     {
         let source = DispatchSource.makeTimerSource(queue: queue)
-        source.schedule(deadline: Self.deadline(after: delay, from: .now()), repeating: .never, leeway: .nanoseconds(0))
+        source.schedule(
+            wallDeadline: Self.deadline(after: delay, from: .now()), repeating: .never, leeway: .nanoseconds(0))
         source.setEventHandler(handler: work)
         source.activate()  // the one and only resume of this source
         return Timer(source: source)
     }
 
     /// `now + delay`, with `delay` clamped to `[0, 10⁹ s]` and rounded up to whole nanoseconds.
-    static func deadline(after delay: Duration, from now: DispatchTime) -> DispatchTime {
+    static func deadline(after delay: Duration, from now: DispatchWallTime) -> DispatchWallTime {
         let clamped = DelayMath.clamp(delay)
         let (seconds, attoseconds) = clamped.components
         // Both parts are non-negative after clamping and seconds ≤ 10⁹, so this is at most ~10¹⁸ and cannot overflow.
-        let nanoseconds = UInt64(seconds) * 1_000_000_000 + UInt64((attoseconds + 999_999_999) / 1_000_000_000)
-        let (sum, overflow) = now.uptimeNanoseconds.addingReportingOverflow(nanoseconds)
-        return overflow ? .distantFuture : DispatchTime(uptimeNanoseconds: sum)
+        let nanoseconds = Int(seconds) * 1_000_000_000 + Int((attoseconds + 999_999_999) / 1_000_000_000)
+        // `+` saturates at `distantFuture` for an interval Dispatch cannot represent.
+        return now + .nanoseconds(nanoseconds)
     }
 }

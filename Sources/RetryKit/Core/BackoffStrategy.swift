@@ -254,7 +254,8 @@ extension BackoffStrategy {
     /// Unlike the library RetryKit is compatible with, this needs no macOS 15. `.none.jitter()` is 0.
     ///
     /// - Parameter generator: The source of randomness. A value-type generator is copied into the strategy once and
-    ///   then advances with every draw, shared by all copies of the strategy.
+    ///   then advances with every draw, shared by all copies of the strategy. It is never called while RetryKit holds a
+    ///   lock, so it may call into RetryKit; a generator with reference semantics must be thread-safe itself.
     public func jitter<T: RandomNumberGenerator>(using generator: T = SystemRandomNumberGenerator()) -> Self {
         Self(.fullJitter(curve, RandomSource(generator)), cap: cap)
     }
