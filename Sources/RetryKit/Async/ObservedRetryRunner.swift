@@ -12,7 +12,7 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
 }
 
 /// The runner behind the observed `retry` overloads and
-/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``.
 ///
 /// It carries out the state machine's actions one after the other in the caller's isolation and emits the same
 /// events as every other runner (``RetryTermination/events(value:)`` for the last ones). Time is

@@ -53,6 +53,9 @@
 ///     (about 31.7 years) counts as that limit.
 ///   - attemptTimeout: The time one attempt may take, or `nil` for no limit. `nil` by default. Zero or negative
 ///     throws ``RetryError`` (invalid configuration); longer than the saturation limit counts as that limit.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
 ///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`).
 ///   - isolation: The actor `strategy` and `observer` run on; inherited from the caller.
@@ -68,6 +71,7 @@ public func retry<R: Sendable, C: Clock>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     tolerance: Duration? = nil,
     clock: C,
     isolation: isolated (any Actor)? = #isolation,
@@ -77,7 +81,7 @@ public func retry<R: Sendable, C: Clock>(
 ) async throws -> R where C.Duration == Duration {
     try await retry(
         configuration: RetryConfiguration(
-            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
         tolerance: tolerance, clock: clock, isolation: isolation, operation: operation, strategy: strategy,
         observer: observer)
 }
@@ -134,13 +138,16 @@ package func retry<R: Sendable, C: Clock>(
 /// Retries an async operation with time limits and an observer, measuring time on a `ContinuousClock`.
 ///
 /// The same as
-/// ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
 /// with `clock: ContinuousClock()`.
 ///
 /// - Parameters:
 ///   - maxAttempts: The most attempts, including the first. `3` by default.
 ///   - totalTimeout: The time allowed for all attempts and waits together, or `nil`. `nil` by default.
 ///   - attemptTimeout: The time one attempt may take, or `nil`. `nil` by default.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
 ///   - isolation: The actor `strategy` and `observer` run on; inherited from the caller.
 ///   - operation: The work to try; it receives the attempt.
@@ -148,11 +155,12 @@ package func retry<R: Sendable, C: Clock>(
 ///   - observer: Receives every event of the run. Ignores them by default.
 /// - Returns: The value of the first attempt that succeeds.
 /// - Throws: See
-///   ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+///   ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``.
 public func retry<R: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     tolerance: Duration? = nil,
     isolation: isolated (any Actor)? = #isolation,
     operation: @escaping @Sendable (RetryAttempt) async throws -> R,
@@ -160,6 +168,7 @@ public func retry<R: Sendable>(
     observer: (RetryEvent<R>) -> Void = { _ in }
 ) async throws -> R {
     try await retry(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, tolerance: tolerance,
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
+        tolerance: tolerance,
         clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
 }

@@ -24,7 +24,7 @@
 /// ## How it runs
 ///
 /// The same engine and the same sequence as every RetryKit runner, carried out in the caller's isolation (see
-/// ``retry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``).
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``).
 /// `operation` is called synchronously in the caller's isolation to *start* the work; it must not block. Its
 /// ``AttemptCompletion`` may be called from any thread, once; later calls are ignored and reported to `observer` as
 /// ``RetryEvent/duplicateCompletion(_:)`` (before the next `attemptStarted` or `finished`; duplicates that arrive
@@ -52,6 +52,9 @@
 ///   - attemptTimeout: The time one attempt may take before it is abandoned and counts as failed with
 ///     ``RetryError/Reason-swift.enum/attemptTimedOut``, or `nil`. `nil` by default. Longer than the saturation limit
 ///     counts as that limit.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
 ///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`).
 ///   - isolation: The actor `operation`, `strategy` and `observer` run on; inherited from the caller.
@@ -69,6 +72,7 @@ public func withRetry<Value: Sendable, C: Clock>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     tolerance: Duration? = nil,
     clock: C,
     isolation: isolated (any Actor)? = #isolation,
@@ -79,7 +83,7 @@ public func withRetry<Value: Sendable, C: Clock>(
     // Inlined into the caller (with the runner), so that it runs specialized for `Value` and `C`; the attempts go
     // through one non-generic `RetryBridge` per call.
     let configuration = RetryConfiguration(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout)
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget)
     let bridge = RetryBridge()
     return try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
@@ -135,7 +139,7 @@ public func withRetry<Value: Sendable, C: Clock>(
 /// Retries a completion-handler operation from async code, measuring time on a `ContinuousClock`.
 ///
 /// The same as
-/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
 /// with `clock: ContinuousClock()`.
 ///
 /// ```swift
@@ -148,6 +152,9 @@ public func withRetry<Value: Sendable, C: Clock>(
 ///   - maxAttempts: The most attempts, including the first. `3` by default.
 ///   - totalTimeout: The time allowed for all attempts and waits together, or `nil`. `nil` by default.
 ///   - attemptTimeout: The time one attempt may take, or `nil`. `nil` by default.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
 ///   - isolation: The actor `operation`, `strategy` and `observer` run on; inherited from the caller.
 ///   - operation: Starts one attempt and calls its completion once with the result.
@@ -155,13 +162,14 @@ public func withRetry<Value: Sendable, C: Clock>(
 ///   - observer: Receives every event of the run. Ignores them by default.
 /// - Returns: The value of the first attempt that succeeds.
 /// - Throws: See
-///   ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``.
+///   ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``.
 @inlinable
 @inline(__always)
 public func withRetry<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     tolerance: Duration? = nil,
     isolation: isolated (any Actor)? = #isolation,
     operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
@@ -169,12 +177,13 @@ public func withRetry<Value: Sendable>(
     observer: (RetryEvent<Value>) -> Void = { _ in }
 ) async throws -> Value {
     try await withRetry(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, tolerance: tolerance,
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
+        tolerance: tolerance,
         clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
 }
 
 /// How one attempt of
-/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)``
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
 /// ended.
 @usableFromInline
 enum BridgeOutcome: Sendable {
@@ -232,7 +241,7 @@ struct RetryBridgeState {
 }
 
 /// The attempts of one
-/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:tolerance:clock:isolation:operation:strategy:observer:)`` call,
+/// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)`` call,
 /// one after the other: the sink of their completions and what the call waits on.
 ///
 /// Three things race to end an attempt: its completion, its timer and task cancellation, and any of them may come

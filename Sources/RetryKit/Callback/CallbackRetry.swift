@@ -67,6 +67,9 @@ import Dispatch
 ///   - attemptTimeout: How long one attempt may take before it fails with ``RetryError`` `.attemptTimedOut`. `nil` (no
 ///     limit) by default. Either timeout, if longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years),
 ///     counts as that limit.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - queue: The queue the operation, strategy, observer and completion run on.
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default; pass a
 ///     `TestScheduler` to test on virtual time.
@@ -83,6 +86,7 @@ public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler = .dispatch,
     operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
@@ -92,7 +96,7 @@ public func retry<Value: Sendable>(
 ) -> RetryHandle<Value> {
     startCallbackRetrier(
         configuration: RetryConfiguration(
-            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
         on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
         completion: .withSummary(completion))
 }
@@ -174,6 +178,9 @@ func startCallbackRetrier<Value: Sendable>(
 ///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
 ///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
 ///   - attemptTimeout: How long one attempt may take. `nil` by default.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - queue: The queue the operation, strategy, observer and completion run on.
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
 ///   - operation: One attempt. Call the completion once, from any thread.
@@ -187,6 +194,7 @@ public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler = .dispatch,
     operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
@@ -196,7 +204,7 @@ public func retry<Value: Sendable>(
 ) -> RetryHandle<Value> {
     startCallbackRetrier(
         configuration: RetryConfiguration(
-            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout),
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
         on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
         completion: .plain(completion))
 }
@@ -227,6 +235,9 @@ public func retry<Value: Sendable>(
 ///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
 ///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
 ///   - attemptTimeout: How long one attempt may take; its task is then cancelled. `nil` by default.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - queue: The queue the strategy, observer and completion run on (the operation runs in its own task).
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
 ///   - operation: One attempt, run in a new `Task`.
@@ -239,6 +250,7 @@ public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler = .dispatch,
     operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
@@ -247,7 +259,7 @@ public func retry<Value: Sendable>(
     completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
     retry(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, on: queue,
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget, on: queue,
         scheduler: scheduler, operation: taskAttempt(operation), strategy: strategy, observer: observer,
         completion: completion)
 }
@@ -260,6 +272,9 @@ public func retry<Value: Sendable>(
 ///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
 ///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
 ///   - attemptTimeout: How long one attempt may take; its task is then cancelled. `nil` by default.
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
+///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
+///     default.
 ///   - queue: The queue the strategy, observer and completion run on.
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
 ///   - operation: One attempt, run in a new `Task`.
@@ -272,6 +287,7 @@ public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler = .dispatch,
     operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
@@ -280,7 +296,7 @@ public func retry<Value: Sendable>(
     completion: @escaping @Sendable (Result<Value, any Error>) -> Void
 ) -> RetryHandle<Value> {
     retry(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, on: queue,
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget, on: queue,
         scheduler: scheduler, operation: taskAttempt(operation), strategy: strategy, observer: observer,
         completion: { result, _ in completion(result) })
 }

@@ -1,0 +1,183 @@
+import Dispatch
+import RetryKitTesting
+import Testing
+
+@testable import RetryKit
+
+/// A budget that allows two retries while nothing succeeds: 10 tokens, 5 per retry.
+private func twoRetryBudget() -> RetryBudget {
+    RetryBudget(capacity: 10, retryCost: 5, successRefund: 1)
+}
+
+/// An operation's script: fails attempts before `succeedOn`, records the budget's tokens at each attempt.
+private final class Script: Sendable {
+    let budget: RetryBudget
+    let succeedOn: Int
+    private let seen = Locked<[Int]>([])
+
+    init(_ budget: RetryBudget, succeedOn: Int) {
+        self.budget = budget
+        self.succeedOn = succeedOn
+    }
+
+    /// The tokens available when each attempt started.
+    var tokens: [Int] { seen.withLock { $0 } }
+
+    func attempt(_ attempt: RetryAttempt) -> Result<Int, any Error> {
+        seen.withLock { $0.append(budget.availableTokens) }
+        return attempt.number >= succeedOn ? .success(attempt.number) : .failure(CBError(code: attempt.number))
+    }
+}
+
+/// Every free entry point takes `budget:` and charges it through the same core accounting as policies: each retry
+/// withdraws from it, a refusal ends the run with `.budgetExhausted`, a success refunds what its retry cost.
+@Suite("Budgets on the free entry points")
+struct BudgetEntryPointTests {
+    let queue = DispatchQueue(label: "budget-entry-point-tests")
+
+    /// Runs a callback entry point on virtual time and returns its result.
+    private func settle(_ start: (TestScheduler, @escaping @Sendable (Result<Int, any Error>) -> Void) -> Void)
+        -> Result<Int, any Error>?
+    {
+        let scheduler = TestScheduler()
+        let result = Locked<Result<Int, any Error>?>(nil)
+        start(scheduler) { outcome in result.withLock { $0 = outcome } }
+        scheduler.run()
+        return result.withLock { $0 }
+    }
+
+    private func expectRefused(_ result: Result<Int, any Error>?, _ script: Script) {
+        guard case .failure(let error as RetryError) = result else {
+            Issue.record("expected a RetryError, got \(String(describing: result))")
+            return
+        }
+        #expect(error.reason == .budgetExhausted)
+        #expect(error.lastError as? CBError == CBError(code: 3))
+        #expect(script.tokens == [10, 5, 0], "each retry paid 5 tokens")
+        #expect(script.budget.availableTokens == 0)
+    }
+
+    private func expectRefunded(_ result: Result<Int, any Error>?, _ script: Script) {
+        #expect(result.flatMap { try? $0.get() } == 2)
+        #expect(script.tokens == [10, 5], "the retry paid 5 tokens")
+        #expect(script.budget.availableTokens == 10, "the success refunded them")
+    }
+
+    @Test func callbackDoneOperationWithSummary() {
+        for succeedOn in [2, 10] {
+            let script = Script(twoRetryBudget(), succeedOn: succeedOn)
+            let result = settle { scheduler, finish in
+                retry(maxAttempts: 10, budget: script.budget, on: queue, scheduler: scheduler) { attempt, done in
+                    done(script.attempt(attempt))
+                } completion: { result, summary in
+                    finish(result)
+                    #expect(summary.reason == (succeedOn == 2 ? .succeeded : .budgetExhausted))
+                }
+            }
+            if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+        }
+    }
+
+    @Test func callbackDoneOperationPlain() {
+        for succeedOn in [2, 10] {
+            let script = Script(twoRetryBudget(), succeedOn: succeedOn)
+            let result = settle { scheduler, finish in
+                retry(maxAttempts: 10, budget: script.budget, on: queue, scheduler: scheduler) { attempt, done in
+                    done(script.attempt(attempt))
+                } completion: { (result: Result<Int, any Error>) in
+                    finish(result)
+                }
+            }
+            if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+        }
+    }
+
+    @Test func callbackAsyncOperation() async {
+        for succeedOn in [2, 10] {
+            for summarized in [true, false] {
+                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
+                let result: Result<Int, any Error> = await withCheckedContinuation { continuation in
+                    let operation: @Sendable (RetryAttempt) async throws -> Int = { attempt in
+                        try script.attempt(attempt).get()
+                    }
+                    if summarized {
+                        retry(maxAttempts: 10, budget: script.budget, on: queue, operation: operation) { result, _ in
+                            continuation.resume(returning: result)
+                        }
+                    } else {
+                        retry(maxAttempts: 10, budget: script.budget, on: queue, operation: operation) {
+                            (result: Result<Int, any Error>) in continuation.resume(returning: result)
+                        }
+                    }
+                }
+                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            }
+        }
+    }
+
+    @Test func asyncObservedRetry() async {
+        for succeedOn in [2, 10] {
+            for onClock in [true, false] {
+                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
+                let result: Result<Int, any Error>
+                do {
+                    if onClock {
+                        result = .success(
+                            try await retry(maxAttempts: 10, budget: script.budget, clock: TestClock()) { attempt in
+                                try script.attempt(attempt).get()
+                            })
+                    } else {
+                        result = .success(
+                            try await retry(maxAttempts: 10, budget: script.budget) { attempt in
+                                try script.attempt(attempt).get()
+                            })
+                    }
+                } catch {
+                    result = .failure(error)
+                }
+                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            }
+        }
+    }
+
+    @Test func withRetryBridge() async {
+        for succeedOn in [2, 10] {
+            for onClock in [true, false] {
+                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
+                let result: Result<Int, any Error>
+                do {
+                    if onClock {
+                        result = .success(
+                            try await withRetry(maxAttempts: 10, budget: script.budget, clock: TestClock()) {
+                                attempt, done in done(script.attempt(attempt))
+                            })
+                    } else {
+                        result = .success(
+                            try await withRetry(maxAttempts: 10, budget: script.budget) { attempt, done in
+                                done(script.attempt(attempt))
+                            })
+                    }
+                } catch {
+                    result = .failure(error)
+                }
+                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            }
+        }
+    }
+
+    /// Adding `budget:` keeps the overload and the closure shape: the same call compiles with and without it, and
+    /// both pick the observed async overload (the one whose closure takes the attempt).
+    @Test func addingABudgetKeepsTheOverload() async throws {
+        let budget = RetryBudget()
+        let without = try await retry(maxAttempts: 2) { attempt in attempt.number }
+        let with = try await retry(maxAttempts: 2, budget: budget) { attempt in attempt.number }
+        #expect(without == with)
+        let bridged = try await withRetry(maxAttempts: 2, budget: budget) { _, done in done(.success(1)) }
+        let handle = retry(maxAttempts: 2, budget: budget, on: queue) { _, done in
+            done(.success(1))
+        } completion: {
+            (_: Result<Int, any Error>) in
+        }
+        #expect(try await handle.value == bridged)
+    }
+}
