@@ -337,12 +337,13 @@ final class RetryBridge: AttemptSink, Sendable {
 
     /// A completion of `attempt` was called with `outcome`; `timed` is the attempt's own record, if it has one.
     func complete(_ attempt: RetryAttempt, _ outcome: BridgeOutcome, timed: TimedBridgeAttempt?) {
+        var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
         let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
             let call: AttemptRecord.Call
             if let timed {
-                call = timed.record.call()
+                call = timed.record.call(dropping: &dropped)
             } else if s.attempt == attempt.number && s.timed == nil {
-                call = s.record.call()
+                call = s.record.call(dropping: &dropped)
             } else {
                 call = .duplicate  // an earlier attempt tracked here: it was delivered
             }
@@ -353,6 +354,7 @@ final class RetryBridge: AttemptSink, Sendable {
             }
             return nil
         }
+        withExtendedLifetime(dropped) {}
         waiter?.resume(returning: outcome)
     }
 
@@ -371,7 +373,11 @@ final class RetryBridge: AttemptSink, Sendable {
     @usableFromInline
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
         // An earlier attempt has been delivered: its hook can never run.
-        let runNow = withLock { s in s.attempt == attempt.number && s.timed == nil ? s.record.register(hook) : false }
+        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
+        let runNow = withLock { s in
+            s.attempt == attempt.number && s.timed == nil ? s.record.register(hook, dropping: &dropped) : false
+        }
+        withExtendedLifetime(dropped) {}
         if runNow { hook() }
     }
 
@@ -405,7 +411,10 @@ final class TimedBridgeAttempt: AttemptSink, @unchecked Sendable {
 
     @usableFromInline
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        if bridge.withLock({ _ in record.register(hook) }) { hook() }
+        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
+        let runNow = bridge.withLock { _ in record.register(hook, dropping: &dropped) }
+        withExtendedLifetime(dropped) {}
+        if runNow { hook() }
     }
 
     @usableFromInline

@@ -384,12 +384,13 @@ package final class CallbackRunner: Sendable {
     /// handled after a hop to the queue.
     func complete(_ number: Int, _ result: ErasedOutcome, detached: DetachedAttempt?) -> AttemptRecord.Call {
         let now = elapsed
+        var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
         let (call, hop): (AttemptRecord.Call, Bool) = withLock { s in
             let call: AttemptRecord.Call
             if let detached {
-                call = detached.record.call()
+                call = detached.record.call(dropping: &dropped)
             } else if s.inlineAttempt == number {
-                call = s.record.call()
+                call = s.record.call(dropping: &dropped)
             } else {
                 call = .duplicate  // an earlier attempt of the runner's own: it was delivered
             }
@@ -403,6 +404,7 @@ package final class CallbackRunner: Sendable {
             }
             return (call, true)
         }
+        withExtendedLifetime(dropped) {}
         if hop {
             self.hop {
                 let now = self.elapsed
@@ -703,7 +705,11 @@ extension CallbackRunner: AttemptSink {
     @usableFromInline
     package func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
         // An earlier attempt has been delivered: its hook can never run.
-        let runNow = withLock { s in s.inlineAttempt == attempt.number ? s.record.register(hook) : false }
+        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
+        let runNow = withLock { s in
+            s.inlineAttempt == attempt.number ? s.record.register(hook, dropping: &dropped) : false
+        }
+        withExtendedLifetime(dropped) {}
         if runNow { hook() }
     }
 
@@ -738,7 +744,10 @@ final class DetachedAttempt: AttemptSink, @unchecked Sendable {
     }
 
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        if runner.withLock({ _ in record.register(hook) }) { hook() }
+        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
+        let runNow = runner.withLock { _ in record.register(hook, dropping: &dropped) }
+        withExtendedLifetime(dropped) {}
+        if runNow { hook() }
     }
 
     func isAbandoned(_ attempt: RetryAttempt) -> Bool {

@@ -146,27 +146,36 @@ package struct AttemptRecord: Sendable {
     package init() {}
 
     /// The completion is called.
-    package mutating func call() -> Call {
+    ///
+    /// - Parameter dropped: Receives the cancel hook that can no longer run, for the caller to release once it has
+    ///   unlocked: releasing it may run the user's `deinit`s, which must not run under a RetryKit lock.
+    package mutating func call(dropping dropped: inout (@Sendable () -> Void)?) -> Call {
         if called { return .duplicate }
         called = true
-        hook = nil
+        dropped = hook.take()
         return abandoned ? .ignore : .deliver
     }
 
     /// The attempt is abandoned. Returns the hook to run (outside the lock), if there is one and the completion has
     /// not been called.
+    /// (The hook, if any, is always handed out, never released here: a completion's call has already taken it.)
     package mutating func abandon() -> (@Sendable () -> Void)? {
         guard !abandoned else { return nil }
         abandoned = true
-        defer { hook = nil }
-        return called ? nil : hook
+        return hook.take()
     }
 
     /// A hook is registered. Returns `true` if it must run at once (outside the lock): the attempt was already
     /// abandoned and its completion has not been called.
-    package mutating func register(_ newHook: @escaping @Sendable () -> Void) -> Bool {
+    ///
+    /// - Parameter dropped: Receives the earlier hook this one replaces, for the caller to release once it has
+    ///   unlocked.
+    package mutating func register(
+        _ newHook: @escaping @Sendable () -> Void, dropping dropped: inout (@Sendable () -> Void)?
+    ) -> Bool {
         if called { return false }
         if abandoned { return true }
+        dropped = hook.take()
         hook = newHook
         return false
     }
@@ -191,7 +200,10 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
     }
 
     package func deliver(_ result: Result<Value, any Error>) {
-        switch state.withLock({ $0.call() }) {
+        var dropped: (@Sendable () -> Void)?
+        let call = state.withLock { $0.call(dropping: &dropped) }
+        withExtendedLifetime(dropped) {}  // released here, outside the lock
+        switch call {
         case .deliver: onResult(result)
         case .duplicate: onDuplicate()
         case .ignore: break
@@ -204,7 +216,10 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
     }
 
     package func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
-        if state.withLock({ $0.register(hook) }) { hook() }
+        var dropped: (@Sendable () -> Void)?
+        let runNow = state.withLock { $0.register(hook, dropping: &dropped) }
+        withExtendedLifetime(dropped) {}  // released here, outside the lock
+        if runNow { hook() }
     }
 
     package var isAbandoned: Bool { state.withLock { $0.abandoned } }

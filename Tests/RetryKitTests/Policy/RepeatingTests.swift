@@ -138,16 +138,27 @@ struct RepeatingCallbackTests {
         let scheduler = TestScheduler()
         let values = Locked<[Int]>([])
         let calls = AsyncCounter()
+        let errors = Locked<[any Error]>([])
         let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(5)).execute(
             on: queue, scheduler: scheduler,
             operation: { _ in
                 let call = calls.increment()
                 if call == 2 { throw CBError(code: call) }
                 return call
-            }, onValue: { value in values.withLock { $0.append(value) } })
-        #expect(await cbPump(scheduler, jumpingTimers: true) { values.withLock { $0.count } == 3 })
+            }, onValue: { value in values.withLock { $0.append(value) } },
+            completion: { error in errors.withLock { $0.append(error) } })
+        // Each attempt runs in a task of the cooperative pool, which a loaded machine (TSan, 20+ runnable threads) can
+        // keep from running for seconds: the limit is only how long a hang takes to fail, a passing run does not wait.
+        #expect(
+            await cbPump(scheduler, jumpingTimers: true, timeout: .seconds(60)) { values.withLock { $0.count } == 3 })
         handle.cancel()
+        // The cancellation reaches the completion through a hop on the scheduler: run it, so that nothing (the run,
+        // its runner and the scheduler holding them) is left pending when the test ends.
+        scheduler.run()
         #expect(values.withLock { $0 } == [1, 3, 4])
+        #expect(errors.withLock { $0.count } == 1)
+        #expect(errors.withLock { $0.first } is CancellationError)
+        #expect(scheduler.pendingCount == 0)
     }
 
     @Test func nothingIsRetainedAfterTheRepetitionEnds() {

@@ -236,6 +236,7 @@ struct EngineDefectTests {
         #expect(await endsWhileTimeStandsStill(task, base))
         let result = await task.result
         #expect(throws: CancellationError.self) { try result.get() }
+        await base.run()  // ends the sleep the clock kept going, so that no task is left asleep after the test
     }
 
     @Test(
@@ -263,6 +264,7 @@ struct EngineDefectTests {
         }
         #expect(await endsWhileTimeStandsStill(task, base))
         #expect(try await task.value == 1)
+        await base.run()  // ends the sleep the clock kept going, so that no task is left asleep after the test
     }
 
     /// Whether `task` ends without `base` moving. If it has not within 10 s, moves `base` until it does, so that the
