@@ -36,6 +36,9 @@
 /// - Parameters:
 ///   - maxAttempts: The most attempts, including the first. `3` by default. A value below 1 runs no attempt and
 ///     throws ``RetryError`` with reason ``RetryError/Reason-swift.enum/invalidConfiguration(_:)`` (it does not trap).
+///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, `retry` throws
+///     ``RetryError`` with reason ``RetryError/Reason-swift.enum/budgetExhausted`` carrying the last error. A success
+///     refunds its retry. `nil` by default.
 ///   - tolerance: The tolerance passed to the clock for each wait. `nil` by default.
 ///   - clock: The clock that measures the waits. It must use `Swift.Duration` (`C.Duration == Duration`), as
 ///     `ContinuousClock`, `SuspendingClock` and RetryKitTesting's `TestClock` and `ImmediateClock` do.
@@ -51,6 +54,7 @@
 @inline(__always)
 public func retry<R, E, C>(
     maxAttempts: Int = 3,
+    budget: RetryBudget? = nil,
     tolerance: C.Duration? = nil,
     clock: C,
     isolation: isolated (any Actor)? = #isolation,
@@ -69,19 +73,21 @@ public func retry<R, E, C>(
     // events). A call that succeeds at once allocates nothing, and a task waiting in `retry` needs no second slab of
     // task memory (a kilobyte) beyond what a task sleeping on its own needs.
     var machine: AsyncRetryMachine?
-    var step = AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, cancelled: Task.isCancelled)
+    var step = AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, budget: budget, cancelled: Task.isCancelled)
     var failure: E?
     while true {
         switch step {
         case .run(let number):
             do throws(E) {
-                // Nothing reads the machine after a success (no budget, no events through this overload): it is not
-                // told, and simply dropped.
-                return try await operation()
+                // Without a budget nothing reads the machine after a success (no events through this overload): it is
+                // not told, and simply dropped. With one, the success refunds the budget.
+                let value = try await operation()
+                if let budget { AsyncRetryMachine.succeeded(number, machine, budget: budget) }
+                return value
             } catch {
                 let cancelled = Task.isCancelled
                 if !cancelled { failure = error }
-                let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts)
+                let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts, budget: budget)
                 machine = started
                 step = started.failed(number, AsyncRetry.erased(error), cancelled: cancelled)
             }
@@ -141,15 +147,15 @@ final class AsyncRetryMachine {
     // Only ever used by the one task running its `retry` call: no other access, so no dynamic exclusivity checks.
     @exclusivity(unchecked) private var machine: RetryStateMachine
 
-    private init(maxAttempts: Int) {
-        machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts))
+    private init(maxAttempts: Int, budget: RetryBudget?) {
+        machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts, budget: budget))
     }
 
     /// The first step of a new machine: attempt 1, unless the configuration is invalid or the task is already
     /// cancelled. The machine itself is not kept.
     @usableFromInline
-    static func firstStep(maxAttempts: Int, cancelled: Bool) -> AsyncRetryStep {
-        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts))
+    static func firstStep(maxAttempts: Int, budget: RetryBudget?, cancelled: Bool) -> AsyncRetryStep {
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts, budget: budget))
         return AsyncRetryStep(cancelled ? machine.cancel(at: .zero) : machine.start(at: .zero))
     }
 
@@ -157,10 +163,21 @@ final class AsyncRetryMachine {
     /// event, said). A factory that is not inlined: otherwise the optimizer puts the object on the stack, which in an
     /// async function is its frame, and the frame is what must stay small.
     @usableFromInline
-    static func started(maxAttempts: Int) -> AsyncRetryMachine {
-        let started = AsyncRetryMachine(maxAttempts: maxAttempts)
+    static func started(maxAttempts: Int, budget: RetryBudget?) -> AsyncRetryMachine {
+        let started = AsyncRetryMachine(maxAttempts: maxAttempts, budget: budget)
         _ = started.machine.start(at: .zero)
         return started
+    }
+
+    /// Attempt `number` succeeded, in a call with a budget: refunds the budget as the machine says (a first-try
+    /// success, with no machine yet, refunds like one).
+    @usableFromInline
+    static func succeeded(_ number: Int, _ machine: AsyncRetryMachine?, budget: RetryBudget) {
+        guard let machine else {
+            budget.deposit(refundOf: nil)
+            return
+        }
+        _ = machine.machine.attemptSucceeded(number, at: .zero)
     }
 
     /// Attempt `number` failed with `error` (or the task was cancelled while it ran).
@@ -195,7 +212,7 @@ final class AsyncRetryMachine {
 
 /// Runs an async operation and retries it when it throws, measuring waits on a `ContinuousClock`.
 ///
-/// The same as ``retry(maxAttempts:tolerance:clock:isolation:operation:strategy:)`` with
+/// The same as ``retry(maxAttempts:budget:tolerance:clock:isolation:operation:strategy:)`` with
 /// `clock: ContinuousClock()`. The two overloads exist because Swift cannot yet give a generic clock parameter a
 /// concrete default value.
 ///
@@ -207,23 +224,25 @@ final class AsyncRetryMachine {
 ///
 /// - Parameters:
 ///   - maxAttempts: The most attempts, including the first. `3` by default; below 1 throws ``RetryError``.
+///   - budget: A ``RetryBudget`` every retry pays into. `nil` by default.
 ///   - tolerance: The tolerance passed to the clock for each wait. `nil` by default.
 ///   - isolation: The actor the operation and the strategy run on; inherited from the caller.
 ///   - operation: The work to try.
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
 /// - Returns: The value of the first attempt that succeeds.
-/// - Throws: See ``retry(maxAttempts:tolerance:clock:isolation:operation:strategy:)``.
+/// - Throws: See ``retry(maxAttempts:budget:tolerance:clock:isolation:operation:strategy:)``.
 @inlinable
 @inline(__always)
 public func retry<R, E>(
     maxAttempts: Int = 3,
+    budget: RetryBudget? = nil,
     tolerance: ContinuousClock.Duration? = nil,
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws(E) -> sending R,
     strategy: (E) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) }
 ) async throws -> sending R where E: Error {
     try await retry(
-        maxAttempts: maxAttempts, tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
+        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
         operation: operation, strategy: strategy)
 }
 

@@ -2,7 +2,7 @@
 /// `retry`, with the same limits and the same events.
 ///
 /// Use this overload when you need more than the basic
-/// ``retry(maxAttempts:tolerance:clock:isolation:operation:strategy:)`` (source-compatible with the async `retry`
+/// ``retry(maxAttempts:budget:tolerance:clock:isolation:operation:strategy:)`` (source-compatible with the async `retry`
 /// library): a total deadline, a per-attempt timeout,
 /// events for logging and metrics, or the attempt number inside the operation.
 ///

@@ -140,6 +140,47 @@ struct BudgetEntryPointTests {
         }
     }
 
+    @Test func asyncBasicRetry() async {
+        for succeedOn in [2, 10] {
+            for onClock in [true, false] {
+                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
+                let calls = Locked(0)
+                let operation: @Sendable () async throws -> Int = {
+                    let number = calls.withLock { n in
+                        n += 1
+                        return n
+                    }
+                    return try script.attempt(RetryAttempt(number: number, maxAttempts: 10, elapsed: .zero)).get()
+                }
+                let result: Result<Int, any Error>
+                do {
+                    if onClock {
+                        result = .success(
+                            try await retry(maxAttempts: 10, budget: script.budget, clock: TestClock()) {
+                                try await operation()
+                            })
+                    } else {
+                        result = .success(
+                            try await retry(maxAttempts: 10, budget: script.budget) { try await operation() })
+                    }
+                } catch {
+                    result = .failure(error)
+                }
+                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            }
+        }
+    }
+
+    @Test func aFirstTrySuccessRefundsTheBasicRetrysBudgetToo() async throws {
+        let budget = RetryBudget(capacity: 10, retryCost: 5, successRefund: 1)
+        #expect(try await retry(maxAttempts: 10, budget: budget) { 1 } == 1)
+        #expect(budget.availableTokens == 10, "already full")
+        _ = try? await retry(maxAttempts: 2, budget: budget) { () throws(CBError) -> Int in throw CBError(code: 1) }
+        #expect(budget.availableTokens == 5)
+        #expect(try await retry(budget: budget) { 1 } == 1)
+        #expect(budget.availableTokens == 6, "a first-try success refunds successRefund")
+    }
+
     @Test func withRetryBridge() async {
         for succeedOn in [2, 10] {
             for onClock in [true, false] {
@@ -172,6 +213,9 @@ struct BudgetEntryPointTests {
         let without = try await retry(maxAttempts: 2) { attempt in attempt.number }
         let with = try await retry(maxAttempts: 2, budget: budget) { attempt in attempt.number }
         #expect(without == with)
+        let basicWithout = try await retry(maxAttempts: 2) { () async throws -> Int in 3 }
+        let basicWith = try await retry(maxAttempts: 2, budget: budget) { () async throws -> Int in 3 }
+        #expect(basicWithout == basicWith)
         let bridged = try await withRetry(maxAttempts: 2, budget: budget) { _, done in done(.success(1)) }
         let handle = retry(maxAttempts: 2, budget: budget, on: queue) { _, done in
             done(.success(1))
