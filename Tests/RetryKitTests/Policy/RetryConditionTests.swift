@@ -65,6 +65,18 @@ struct RetryConditionSourceTests {
         #expect(e.observerCount == 0, "releasing the combination stops its observations")
     }
 
+    @Test func allSettlesOnTheLatestValuesWhenSourcesChangeConcurrently() {
+        let sources = [RetryCondition(false), RetryCondition(false)]
+        let both = RetryCondition.all(sources)
+        for round in 0..<20 {
+            DispatchQueue.concurrentPerform(iterations: 2) { index in
+                for flip in 0..<200 { sources[index].value = (flip + index + round) % 2 == 0 }
+                sources[index].value = round % 2 == 0
+            }
+            #expect(both.value == (round % 2 == 0), "round \(round)")
+        }
+    }
+
     @Test func cancellingAnObservationStopsNotifications() {
         let condition = RetryCondition(false)
         let count = CBCounter()
