@@ -20,14 +20,22 @@ struct TimeSemanticsTests {
     /// A log of started attempts and the final summary, written from any thread.
     private final class TimelineLog: Sendable {
         private let timeline = Locked(Timeline())
+        private let backingOff = Locked(false)
 
         func record<Value>(_ event: RetryEvent<Value>) {
             switch event {
-            case .attemptStarted(let attempt): timeline.withLock { $0.starts.append(attempt.elapsed) }
+            case .attemptStarted(let attempt):
+                backingOff.withLock { $0 = false }
+                timeline.withLock { $0.starts.append(attempt.elapsed) }
+            case .attemptFailed(_, _, .retry):
+                backingOff.withLock { $0 = true }
             case .finished(let summary, _): timeline.withLock { $0.end = summary }
             default: break
             }
         }
+
+        /// Whether the run is between a failed attempt and the next one (waiting on its backoff).
+        var isBackingOff: Bool { backingOff.withLock { $0 } }
 
         var value: Timeline { timeline.withLock { $0 } }
     }
@@ -48,13 +56,20 @@ struct TimeSemanticsTests {
     private func callbackTimeline(_ policy: RetryPolicy, hangs: Bool) -> Timeline {
         let scheduler = TestScheduler()
         let log = TimelineLog()
+        let queue = DispatchQueue(label: "time-semantics")
         policy.execute(
-            on: DispatchQueue(label: "time-semantics"), scheduler: scheduler,
+            on: queue, scheduler: scheduler,
             operation: { (attempt, done: AttemptCompletion<Int>) in
                 if !hangs { done(.failure(AsyncTestError(id: attempt.number))) }
             },
             observer: { log.record($0) }, completion: { (_: Result<Int, any Error>, _) in })
-        scheduler.run()
+        // One deadline at a time, and the queue drained before each step: an attempt in flight on the queue reaches
+        // its next wait before virtual time moves (`scheduler.run()` alone could fire the 20 s deadline first).
+        for _ in 0..<10_000 {
+            queue.sync {}
+            guard log.value.end == nil, let next = scheduler.nextDeadline else { break }
+            scheduler.advance(by: max(next - scheduler.now, .zero))
+        }
         return log.value
     }
 
@@ -71,7 +86,22 @@ struct TimeSemanticsTests {
                     throw AsyncTestError(id: attempt.number)
                 }, observer: { log.record($0) })
         }
-        _ = try? await clock.run(until: task)
+        // While an attempt runs, the only sleeper may be the total deadline's, raced against the attempt: waking it
+        // then would let virtual time outrun an attempt that fails at once. So time moves during an attempt only when
+        // attempts hang (their timeout is what ends them); otherwise only while the run waits on its backoff.
+        let driver = Task {
+            while !Task.isCancelled {
+                await clock.waitForSleepers(1)
+                while !hangs, !log.isBackingOff, !Task.isCancelled {
+                    try? await Task.sleep(for: .microseconds(100))
+                }
+                if Task.isCancelled { return }
+                await clock.wakeNext()
+            }
+        }
+        _ = try? await task.value
+        driver.cancel()
+        await driver.value
         return log.value
     }
 
