@@ -185,6 +185,7 @@ final class CallbackPolicyRun<Value: Sendable>: Sendable {
             let action = event(&s)
             switch action {
             case .cancelTrial:
+                ledger.interruptTrial()
                 released.cancelTrial = s.trial?.cancel
                 s.trial = nil
             case .finish(let ending):

@@ -89,7 +89,7 @@ public final class RetryCondition: Sendable {
             let task = Task {
                 do {
                     for try await value in values {
-                        update(value)
+                        update.condition?.value = value
                     }
                 } catch {
                     // An error ends the condition, like the end of the sequence.
@@ -157,6 +157,44 @@ public final class RetryCondition: Sendable {
             s.observers[id] = handler
             return (s.snapshot, RetryConditionObservation(condition: self, id: id))
         }
+    }
+
+    /// A condition that is `true` only while every one of `conditions` is `true`.
+    ///
+    /// Its value is `false` when any of them is `false`, otherwise `nil` when any has no value yet, otherwise `true`.
+    /// It ends when any of them ends while not `true` (its value then stays not `true`), or when all of them have ended
+    /// `true`. It keeps `conditions` alive until it ends or is released.
+    package static func all(_ conditions: [RetryCondition]) -> RetryCondition {
+        RetryCondition(register: { update in
+            let refresh: @Sendable () -> Void = {
+                // Each pass publishes what the sources say now, then checks that they still say it: when updates
+                // race, the last one to publish sees the final state, so the combined value always settles on it.
+                while true {
+                    let (value, ended) = combine(conditions)
+                    update.condition?.value = value
+                    if ended {
+                        update.finish()
+                        return
+                    }
+                    if combine(conditions) == (value, ended) { return }
+                }
+            }
+            let observations = conditions.map { $0.observe { _ in refresh() }.1 }
+            refresh()
+            return {
+                for observation in observations { observation.cancel() }
+                withExtendedLifetime(conditions) {}
+            }
+        })
+    }
+
+    /// The combined value of `conditions`, and whether the combination has ended (see ``all(_:)``).
+    private static func combine(_ conditions: [RetryCondition]) -> (value: Bool?, ended: Bool) {
+        let snapshots = conditions.map { $0.state.withLock { $0.snapshot } }
+        let value: Bool? =
+            snapshots.contains { $0.value == false } ? false : snapshots.contains { $0.value == nil } ? nil : true
+        let ended = snapshots.contains { $0.ended && !$0.isOpen } || snapshots.allSatisfy(\.ended)
+        return (value, ended)
     }
 
     /// How many runs are observing the condition now (for tests).

@@ -50,6 +50,10 @@ final class TrialLedger: Sendable {
         var attempts = 0
         var lastError: (any Error)?
         var lastSummary: RetrySummary?
+        /// The attempt of the current trial that has started and not reported a result.
+        var inFlight: RetryAttempt?
+        /// Whether the current trial is being abandoned because the condition closed.
+        var interrupted = false
     }
 
     private let state = Locked(State())
@@ -77,12 +81,41 @@ final class TrialLedger: Sendable {
     /// The summary of the last trial that finished.
     var lastSummary: RetrySummary? { state.withLock { $0.lastSummary } }
 
+    /// Marks the current trial as abandoned because the condition closed (see ``observer(forwardingTo:)``).
+    func interruptTrial() {
+        state.withLock { $0.interrupted = true }
+    }
+
     /// The observer for one trial: records every event and forwards all but `finished` (the run reports its own).
+    ///
+    /// When a trial abandoned by ``interruptTrial()`` finishes cancelled with an attempt in flight, it forwards
+    /// `attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled))` for that attempt first, as
+    /// SwiftRetrier reports an interruption. That error is not recorded as the run's last error.
     func observer<Value>(
         forwardingTo observer: (@Sendable (RetryEvent<Value>) -> Void)?
     ) -> @Sendable (RetryEvent<Value>) -> Void {
         { event in
             self.record(event)
+            let interrupted: RetryAttempt? = self.state.withLock { s in
+                switch event {
+                case .attemptStarted(let attempt):
+                    s.inFlight = attempt
+                case .attemptFailed, .attemptSucceeded:
+                    s.inFlight = nil
+                case .finished(let summary, _):
+                    defer {
+                        s.inFlight = nil
+                        s.interrupted = false
+                    }
+                    return s.interrupted && summary.reason == .cancelled ? s.inFlight : nil
+                case .duplicateCompletion:
+                    break
+                }
+                return nil
+            }
+            if let interrupted {
+                observer?(.attemptFailed(interrupted, error: CancellationError(), next: .giveUp(.cancelled)))
+            }
             if case .finished = event { return }
             observer?(event)
         }

@@ -158,6 +158,7 @@ extension RetryPolicy {
                     switch event {
                     case .conditionClosed:
                         abandoned = true
+                        ledger.interruptTrial()
                         group.cancelAll()
                     case .conditionStaysOpen:
                         continue

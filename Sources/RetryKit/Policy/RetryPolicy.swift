@@ -60,7 +60,8 @@ public struct RetryPolicy: Sendable {
     let base: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
     /// Errors to give up on at once; any match stops.
     let giveUpPredicates: [@Sendable (any Error) -> Bool]
-    /// The condition attempts wait for, if any.
+    /// The condition attempts wait for, if any (several chained ``onlyWhen(_:)-(RetryCondition)`` conditions
+    /// combined into one).
     public let condition: RetryCondition?
 
     init(
@@ -208,14 +209,20 @@ public struct RetryPolicy: Sendable {
     /// - When it turns `true`, the policy starts afresh: a new trial, with attempt numbers, `maxAttempts` and the
     ///   total timeout counted from there.
     /// - When it turns `false` during a wait or an attempt, that trial is abandoned: the timer is cancelled, the
-    ///   attempt is cancelled (its cancel hook runs, or its task is cancelled) and its result ignored.
+    ///   attempt is cancelled (its cancel hook runs, or its task is cancelled) and its result ignored. Observers see
+    ///   the interrupted attempt fail, like in SwiftRetrier: `attemptFailed(attempt, error: CancellationError(),
+    ///   next: .giveUp(.cancelled))` (unless the attempt still delivers its own result first).
     /// - When the condition ends while `false` (or without ever having a value), the run finishes with
     ///   ``RetryError`` (``RetryError/Reason-swift.enum/conditionEnded``), carrying the last error of any attempt.
     ///   A condition that ends while `true` stays `true`.
     ///
-    /// Replaces an earlier condition.
+    /// Chainable, like SwiftRetrier: with several conditions, attempts run only while all of them are `true`, and the
+    /// run finishes with ``RetryError/Reason-swift.enum/conditionEnded`` as soon as any of them ends while not
+    /// `true`. ``condition`` is then one condition combining them all.
     public func onlyWhen(_ condition: RetryCondition) -> RetryPolicy {
-        RetryPolicy(base: base, configuration: configuration, giveUpPredicates: giveUpPredicates, condition: condition)
+        let combined = self.condition.map { RetryCondition.all([$0, condition]) } ?? condition
+        return RetryPolicy(
+            base: base, configuration: configuration, giveUpPredicates: giveUpPredicates, condition: combined)
     }
 
     /// Runs attempts only while the latest value of `values` is `true`.

@@ -65,7 +65,10 @@ struct EventStreamTests {
         condition.value = false  // abandons trial 1; its `finished` is not forwarded
         condition.value = true
         scheduler.run()
-        #expect(await collect(events) == ["start 1", "start 1", "ok 1 1", "finished succeeded 2"])
+        #expect(
+            await collect(events) == [
+                "start 1", "fail 1 CancellationError() giveUp cancelled", "start 1", "ok 1 1", "finished succeeded 2",
+            ])
     }
 
     @Test func aRepeatingSequenceStreamsEveryTrialAndFinishesWhenDropped() async throws {

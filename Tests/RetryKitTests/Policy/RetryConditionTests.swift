@@ -28,6 +28,43 @@ struct RetryConditionSourceTests {
         #expect(late.ended && late.value == false)
     }
 
+    @Test func allIsTrueOnlyWhileEveryConditionIsAndEndsWithTheFirstThatEndsClosed() {
+        let a = RetryCondition()
+        let b = RetryCondition(true)
+        let both = RetryCondition.all([a, b])
+        #expect(both.value == nil)
+        a.value = true
+        #expect(both.value == true)
+        b.value = false
+        #expect(both.value == false)
+        a.value = nil
+        #expect(both.value == false, "false wins over no value")
+        b.value = true
+        #expect(both.value == nil)
+        b.finish()  // ended while true: the combination goes on
+        #expect(!both.isFinished)
+        a.value = true
+        #expect(both.value == true)
+        #expect(a.observerCount == 1)
+        a.value = false
+        a.finish()
+        #expect(both.isFinished && both.value == false)
+        #expect(a.observerCount == 0, "an ended combination stops observing")
+
+        let c = RetryCondition(true)
+        let d = RetryCondition(true)
+        var all: RetryCondition? = RetryCondition.all([c, d])
+        c.finish()
+        d.finish()
+        #expect(all?.isFinished == true && all?.value == true, "all ended true")
+        let e = RetryCondition(true)
+        all = RetryCondition.all([RetryCondition(true), d, e])
+        #expect(all?.value == true)
+        #expect(e.observerCount == 1)
+        all = nil
+        #expect(e.observerCount == 0, "releasing the combination stops its observations")
+    }
+
     @Test func cancellingAnObservationStopsNotifications() {
         let condition = RetryCondition(false)
         let count = CBCounter()
@@ -265,8 +302,76 @@ struct ConditionCallbackTests {
         scheduler.run()
         #expect(recorder.onlyResult?.cbValue == 7)
         #expect(recorder.onlySummary == RetrySummary(reason: .succeeded, attempts: 2, elapsed: .zero))
-        #expect(recorder.events == ["start 1", "start 1", "ok 1 7", "finished succeeded 2"])
+        #expect(
+            recorder.events == [
+                "start 1", "fail 1 CancellationError() giveUp cancelled", "start 1", "ok 1 7", "finished succeeded 2",
+            ], "the interrupted attempt reports a failure, like SwiftRetrier")
         #expect(hooks.count == 1)
+    }
+
+    @Test func chainedConditionsMustAllHold() {
+        let scheduler = TestScheduler()
+        let online = RetryCondition(true)
+        let signedIn = RetryCondition(false)
+        let recorder = CBRecorder<Int>()
+        let calls = CBCounter()
+        RetryPolicy.noDelay.onlyWhen(online).onlyWhen(signedIn).execute(
+            on: queue, scheduler: scheduler,
+            operation: { attempt, done in
+                calls.increment()
+                done(.success(attempt.number))
+            }, observer: recorder.observer, completion: recorder.completion)
+        scheduler.run()
+        #expect(calls.count == 0, "the later condition does not replace the earlier one")
+        online.value = false
+        signedIn.value = true
+        scheduler.run()
+        #expect(calls.count == 0, "the earlier condition still applies")
+        online.value = true
+        scheduler.run()
+        #expect(calls.count == 1)
+        #expect(recorder.onlyResult?.cbValue == 1)
+        #expect(online.observerCount == 0 && signedIn.observerCount == 0)
+    }
+
+    @Test func anyChainedConditionEndingWhileClosedEndsTheRun() {
+        let scheduler = TestScheduler()
+        let online = RetryCondition(true)
+        let signedIn = RetryCondition(false)
+        let recorder = CBRecorder<Int>()
+        RetryPolicy.noDelay.onlyWhen(online).onlyWhen(signedIn).execute(
+            on: queue, scheduler: scheduler,
+            operation: { attempt, done in done(.success(attempt.number)) },
+            observer: recorder.observer, completion: recorder.completion)
+        scheduler.run()
+        online.finish()  // ended while true: no effect
+        scheduler.run()
+        #expect(recorder.completionCount == 0)
+        signedIn.finish()  // ended while false
+        scheduler.run()
+        #expect((recorder.onlyResult?.cbError as? RetryError)?.reason == .conditionEnded)
+    }
+
+    @Test func interruptingAWaitReportsNoExtraFailure() {
+        let scheduler = TestScheduler()
+        let condition = RetryCondition(true)
+        let recorder = CBRecorder<Int>()
+        let calls = CBCounter()
+        RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+            on: queue, scheduler: scheduler,
+            operation: { attempt, done in
+                calls.increment()
+                done(calls.count == 1 ? .failure(CBError(code: 1)) : .success(attempt.number))
+            }, observer: recorder.observer, completion: recorder.completion)
+        scheduler.advance()
+        condition.value = false  // during the wait: the attempt has already reported its failure
+        scheduler.run()
+        condition.value = true
+        scheduler.run()
+        #expect(
+            recorder.events == [
+                "start 1", "fail 1 E1 retry 1.0 seconds", "start 1", "ok 1 1", "finished succeeded 2",
+            ])
     }
 
     @Test func endingWhileClosedFinishesWithConditionEndedAndTheLastError() {
@@ -466,6 +571,55 @@ struct ConditionAsyncTests {
         #expect(calls.value == 1)
         condition.value = true
         #expect(try await task.value == 2)
+    }
+
+    @Test func anInterruptedAttemptReportsAFailure() async throws {
+        let clock = TestClock()
+        let condition = RetryCondition(true)
+        let calls = AsyncCounter()
+        let events = AsyncLog<String>()
+        let task = Task {
+            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: clock) { _ -> Int in
+                if calls.increment() == 1 { try await clock.sleep(for: .seconds(3600)) }
+                return calls.value
+            } observer: { event in
+                events.append(asyncEventLine(event))
+            }
+        }
+        await clock.waitForSleepers()
+        condition.value = false
+        #expect(await cbWait { clock.sleeperCount == 0 })
+        condition.value = true
+        #expect(try await clock.run(until: task) == 2)
+        #expect(
+            events.values == [
+                "started 1/\(Int.max) at 0.0 seconds", "failed 1 with CancellationError() next giveUp(cancelled)",
+                "started 1/\(Int.max) at 0.0 seconds", "succeeded 1 with 2",
+                "finished succeeded after 2 at 0.0 seconds with nil",
+            ])
+    }
+
+    @Test func chainedConditionsMustAllHold() async throws {
+        let clock = TestClock()
+        let online = RetryCondition(true)
+        let signedIn = RetryCondition(false)
+        let calls = AsyncCounter()
+        let policy = RetryPolicy.noDelay.onlyWhen(online).onlyWhen(signedIn)
+        let task = Task {
+            try await policy.execute(clock: clock) { attempt -> Int in
+                calls.increment()
+                return attempt.number
+            }
+        }
+        #expect(await cbWait { policy.condition?.observerCount == 1 })
+        #expect(calls.value == 0, "the later condition does not replace the earlier one")
+        online.value = false
+        signedIn.value = true
+        #expect(policy.condition?.value == false, "the earlier condition still applies")
+        #expect(calls.value == 0)
+        online.value = true
+        #expect(try await clock.run(until: task) == 1)
+        #expect(calls.value == 1)
     }
 
     @Test func endingWhileClosedThrowsConditionEndedWithTheLastError() async {
