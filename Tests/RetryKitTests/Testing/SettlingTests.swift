@@ -74,10 +74,12 @@ struct SettlingTests {
         let steps = Locked<[String]>([])
         let later = Locked(false)
         _ = scheduler.schedule(after: .seconds(1)) { later.withLock { $0 = true } }
-        scheduler.track(on: .global()) {
+        // Queues of their own: the tracked work blocks its thread, so it must not wait on a global queue's pool, which
+        // other tests (and, under the thread sanitizer, a slower runtime) may have exhausted.
+        scheduler.track(on: DispatchQueue(label: "settling.work")) {
             // Waits for work that only the scheduler runs: settling must run it, without moving time.
             let semaphore = DispatchSemaphore(value: 0)
-            scheduler.execute(on: .global()) {
+            scheduler.execute(on: DispatchQueue(label: "settling.hop")) {
                 steps.withLock { $0.append("hop at \(scheduler.now)") }
                 semaphore.signal()
             }
