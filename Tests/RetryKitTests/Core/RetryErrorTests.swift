@@ -218,8 +218,21 @@ struct RetryErrorTests {
                 .backoff(.constant(.seconds(3)))
             }
         }
+        // Time moves only to a backoff's end, never to the 5 s deadline that each attempt races: waking that one while
+        // an attempt is about to fail at once would let virtual time outrun it (`run(until:)` cannot tell).
+        let driver = Task {
+            while !Task.isCancelled {
+                await clock.waitForSleepers(1)
+                if clock.nextDeadline == TestClock.Instant(offset: .seconds(5)) {
+                    try? await Task.sleep(for: .microseconds(100))
+                    continue
+                }
+                await clock.wakeNext()
+            }
+        }
+        defer { driver.cancel() }
         do {
-            _ = try await clock.run(until: task)
+            _ = try await task.value
             Issue.record("expected a deadline error")
         } catch {
             #expect(
