@@ -310,7 +310,10 @@ public final class TestClock: Clock, Sendable {
     ///
     /// Time moves as soon as a sleeper is pending, even if other work the task waits for (an operation finishing on
     /// a dispatch queue, a child task) is still running. When a timeout sleeps on this clock beside such work, drive
-    /// the clock step by step with ``waitForSleepers(_:)`` and ``advance(to:)`` instead.
+    /// the clock step by step with ``waitForSleepers(_:)`` and ``advance(to:)`` instead. A retrier with a
+    /// `totalTimeout` or an `attemptTimeout` is such a case: each attempt races a sleeper for its deadline, and
+    /// `run(until:)` may wake that sleeper before an attempt that is about to fail at once has failed. To keep such a
+    /// test deterministic, wake only the sleepers you expect (check ``nextDeadline`` before ``wakeNext()``).
     ///
     /// - Parameter task: The task to drive. Its sleepers and those of any other task on this clock are woken.
     /// - Returns: The task's value.
