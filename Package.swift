@@ -24,7 +24,7 @@ let package = Package(
             name: "retrykit-demo", dependencies: ["RetryKit", "RetryKitHTTP", "RetryKitTesting"],
             path: "Sources/RetryKitDemo"),
         // Seeded property-testing support shared by the test targets (not a product).
-        .target(name: "PropertyTesting", path: "Tests/PropertyTesting"),
+        .target(name: "PropertyTesting", dependencies: ["RetryKitTesting"], path: "Tests/PropertyTesting"),
         .testTarget(name: "RetryKitTests", dependencies: ["RetryKit", "RetryKitTesting", "PropertyTesting"]),
         .testTarget(name: "RetryKitHTTPTests", dependencies: ["RetryKitHTTP", "RetryKitTesting", "PropertyTesting"]),
         .testTarget(name: "DemoTests", dependencies: ["retrykit-demo", "RetryKitTesting"]),

@@ -5,6 +5,7 @@
 // itself, and the command that reproduces it.
 
 import Foundation
+import RetryKitTesting
 import Testing
 
 /// The knobs of a property run, read once from the environment.
@@ -36,13 +37,13 @@ public enum PropertySettings {
     }
 }
 
-/// A small, fast, seeded generator (SplitMix64) with helpers that favour edge values.
+/// A seeded generator (RetryKitTesting's SplitMix64) with helpers that favour edge values.
 public struct PropertyRandom: RandomNumberGenerator, Sendable {
-    private var state: UInt64
+    private var bits: SeededRandomNumberGenerator
 
     /// A generator that starts from `seed`.
     public init(seed: UInt64) {
-        state = seed
+        bits = SeededRandomNumberGenerator(seed: seed)
     }
 
     /// A generator for `property`, derived from the run's seed and the property's name (FNV-1a).
@@ -51,16 +52,12 @@ public struct PropertyRandom: RandomNumberGenerator, Sendable {
         for byte in property.utf8 {
             hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3
         }
-        state = seed ^ hash
+        bits = SeededRandomNumberGenerator(seed: seed ^ hash)
     }
 
     /// The next 64 random bits.
     public mutating func next() -> UInt64 {
-        state &+= 0x9e37_79b9_7f4a_7c15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xbf58_476d_1ce4_e5b9
-        z = (z ^ (z >> 27)) &* 0x94d0_49bb_1331_11eb
-        return z ^ (z >> 31)
+        bits.next()
     }
 
     /// `true` with probability `1/n`.
