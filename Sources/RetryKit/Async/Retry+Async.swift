@@ -82,7 +82,7 @@ public func retry<R, E, C>(
                 // Without a budget nothing reads the machine after a success (no events through this overload): it is
                 // not told, and simply dropped. With one, the success refunds the budget.
                 let value = try await operation()
-                if let budget { AsyncRetryMachine.succeeded(number, machine, budget: budget) }
+                if let budget { AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget) }
                 return value
             } catch {
                 let cancelled = Task.isCancelled
@@ -169,14 +169,11 @@ final class AsyncRetryMachine {
         return started
     }
 
-    /// Attempt `number` succeeded, in a call with a budget: refunds the budget as the machine says (a first-try
-    /// success, with no machine yet, refunds like one).
+    /// Attempt `number` succeeded, in a call with a budget: the machine refunds the budget. A first-try success has
+    /// no machine yet: one is started for it, so that the refund is the machine's decision in every case.
     @usableFromInline
-    static func succeeded(_ number: Int, _ machine: AsyncRetryMachine?, budget: RetryBudget) {
-        guard let machine else {
-            budget.deposit(refundOf: nil)
-            return
-        }
+    static func succeeded(_ number: Int, _ machine: AsyncRetryMachine?, maxAttempts: Int, budget: RetryBudget) {
+        let machine = machine ?? started(maxAttempts: maxAttempts, budget: budget)
         _ = machine.machine.attemptSucceeded(number, at: .zero)
     }
 
