@@ -52,7 +52,7 @@ let package = Package(
             path: "Sources/RunnerLoad"
         ),
 
-        // The virtual-time test kit at scale: 100,000 items on a TestScheduler, 10,000 sleepers on a TestClock.
+        // The virtual-time test kit at scale: 100,000 items on a VirtualScheduler, 10,000 sleepers on a VirtualClock.
         .executableTarget(
             name: "TestKit",
             dependencies: [.product(name: "RetryKitTesting", package: "RetryKit")],

@@ -7,11 +7,11 @@ extension HTTPRetryPolicy {
     ///
     /// The client supplies plain values: the request's method and headers, each response's status and headers, and a
     /// classification of its errors. An AsyncHTTPClient adapter, for example (the nested package `Examples/` has it
-    /// whole; `HTTPMethod` is qualified because NIOHTTP1 has one too):
+    /// whole; `HTTPRequestMethod` is qualified because NIOHTTP1 has one too):
     ///
     /// ```swift
     /// let response = try await policy.run(
-    ///     method: RetryKitHTTP.HTTPMethod(request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
+    ///     method: RetryKitHTTP.HTTPRequestMethod(request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
     ///     statusCode: { Int($0.status.code) }, responseHeader: { $0.headers.first(name: $1) },
     ///     classify: { $0 is HTTPClientError ? .networkConnectionLost : TransportFailure(classifying: $0) }
     /// ) { _ in try await client.execute(request, timeout: .seconds(10)) }
@@ -42,7 +42,7 @@ extension HTTPRetryPolicy {
     ///   - attempt: Sends the request once; cancelled with the calling task or by RetryKit's attempt timeout.
     /// - Returns: The response of the final attempt.
     public func run<Response: Sendable>(
-        method: HTTPMethod,
+        method: HTTPRequestMethod,
         url: URL? = nil,
         requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
         statusCode: @escaping @Sendable (Response) -> Int,

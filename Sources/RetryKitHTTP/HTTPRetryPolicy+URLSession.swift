@@ -46,7 +46,7 @@ extension HTTPRetryPolicy {
         for request: URLRequest, now: @escaping @Sendable () -> Date = { Date() }
     ) -> @Sendable (any Error) -> RetryStrategy<ContinuousClock> {
         strategy(
-            method: HTTPMethod(request.httpMethod ?? "GET"), url: request.url,
+            method: HTTPRequestMethod(request.httpMethod ?? "GET"), url: request.url,
             requestHeader: { request.value(forHTTPHeaderField: $0) }, now: now)
     }
 }
@@ -55,7 +55,7 @@ extension HTTPRetryContext {
     /// The context of an attempt of `request` that failed with `error`; a request without a method is a `GET`.
     init(_ request: URLRequest, error: any Error, now: Date) {
         self.init(
-            method: HTTPMethod(request.httpMethod ?? "GET"), url: request.url,
+            method: HTTPRequestMethod(request.httpMethod ?? "GET"), url: request.url,
             requestHeader: { request.value(forHTTPHeaderField: $0) }, error: error,
             classify: { TransportFailure(classifying: $0) }, now: now)
     }

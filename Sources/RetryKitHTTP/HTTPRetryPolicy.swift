@@ -87,7 +87,7 @@ public struct HTTPRetryPolicy: Sendable {
     /// The first backoff delay, in seconds. NaN or negative counts as zero; infinity saturates.
     public var exponentialBackoffScale: Double
     /// The methods that may be retried without further evidence that repeating them is safe.
-    public var retryableHTTPMethods: Set<HTTPMethod>
+    public var retryableHTTPMethods: Set<HTTPRequestMethod>
     /// The status codes that are retried with the backoff.
     public var retryableHTTPStatusCodes: Set<Int>
     /// The transport failures that are retried with the backoff (Alamofire's `retryableURLErrorCodes`, by name).
@@ -151,7 +151,7 @@ public struct HTTPRetryPolicy: Sendable {
         retryLimit: UInt = defaultRetryLimit,
         exponentialBackoffBase: UInt = defaultExponentialBackoffBase,
         exponentialBackoffScale: Double = defaultExponentialBackoffScale,
-        retryableHTTPMethods: Set<HTTPMethod> = defaultRetryableHTTPMethods,
+        retryableHTTPMethods: Set<HTTPRequestMethod> = defaultRetryableHTTPMethods,
         retryableHTTPStatusCodes: Set<Int> = defaultRetryableHTTPStatusCodes,
         retryableTransportFailures: Set<TransportFailure> = defaultRetryableTransportFailures
     ) {
@@ -237,7 +237,7 @@ extension HTTPRetryPolicy {
     public static let defaultExponentialBackoffScale: Double = 0.5
 
     /// The methods retried by default, as in Alamofire: the idempotent methods of RFC 9110 §9.2.2.
-    public static let defaultRetryableHTTPMethods: Set<HTTPMethod> = [
+    public static let defaultRetryableHTTPMethods: Set<HTTPRequestMethod> = [
         .delete,  // idempotent by definition, though a server may not implement it that way
         .get,  // safe: reading twice changes nothing
         .head,  // safe: like GET without a body
@@ -364,7 +364,7 @@ extension HTTPRetryPolicy {
     }
 
     /// A copy that also retries requests with `methods`.
-    public func adding(methods: Set<HTTPMethod>) -> HTTPRetryPolicy {
+    public func adding(methods: Set<HTTPRequestMethod>) -> HTTPRetryPolicy {
         var copy = self
         copy.retryableHTTPMethods.formUnion(methods)
         return copy
@@ -439,7 +439,7 @@ extension HTTPRetryPolicy {
     ///   - classify: The transport failure an error stands for; ``TransportFailure/init(classifying:)`` by default.
     ///   - now: The clock for `Retry-After` dates; the system time by default.
     public func strategy(
-        method: HTTPMethod, url: URL? = nil,
+        method: HTTPRequestMethod, url: URL? = nil,
         requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
         classify: @escaping @Sendable (any Error) -> TransportFailure? = { TransportFailure(classifying: $0) },
         now: @escaping @Sendable () -> Date = { Date() }
@@ -486,7 +486,7 @@ extension HTTPRetryPolicy {
 /// decisions (``HTTPRetryPolicy/deciding(_:)``) receive it too.
 public struct HTTPRetryContext: Sendable {
     /// The request's method.
-    public let method: HTTPMethod
+    public let method: HTTPRequestMethod
     /// The request's URL, if the client gave it.
     public let url: URL?
     /// The response's status code, if the attempt got a response.
@@ -513,7 +513,7 @@ public struct HTTPRetryContext: Sendable {
     ///   - error: The error the attempt failed with, for custom decisions.
     ///   - now: The current time; the system time by default.
     public init(
-        method: HTTPMethod, url: URL? = nil, requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        method: HTTPRequestMethod, url: URL? = nil, requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
         statusCode: Int? = nil, responseHeader: @escaping @Sendable (String) -> String? = { _ in nil },
         transportFailure: TransportFailure? = nil, error: (any Error)? = nil, now: Date = Date()
     ) {
@@ -530,7 +530,7 @@ public struct HTTPRetryContext: Sendable {
     /// The context of an attempt that failed with `error`: an ``HTTPStatusError`` gives the status and the response
     /// headers, any other error its transport failure (`classify`).
     init(
-        method: HTTPMethod, url: URL?, requestHeader: @escaping @Sendable (String) -> String?, error: any Error,
+        method: HTTPRequestMethod, url: URL?, requestHeader: @escaping @Sendable (String) -> String?, error: any Error,
         classify: (any Error) -> TransportFailure?, now: Date
     ) {
         if let status = error as? HTTPStatusError {

@@ -33,7 +33,7 @@ extension RetryStopReason {
         RetryStopReason(statusNotRetryable.name, explanation: "status \(status) is not retryable")
     }
 
-    static func methodNotIdempotent(_ method: HTTPMethod) -> RetryStopReason {
+    static func methodNotIdempotent(_ method: HTTPRequestMethod) -> RetryStopReason {
         RetryStopReason(
             methodNotIdempotent.name, explanation: "\(method) is not idempotent and the request has no idempotency key")
     }

@@ -1,4 +1,4 @@
-/// Pending items ordered by (deadline, order of insertion): the queue behind ``TestScheduler`` and ``TestClock``.
+/// Pending items ordered by (deadline, order of insertion): the queue behind ``VirtualScheduler`` and ``VirtualClock``.
 ///
 /// A binary min-heap of keys beside a table of slots that hold the items. Inserting and taking the first item are
 /// O(log n); removing an item by its id is O(1): it empties the item's slot (releasing the item at once) and leaves

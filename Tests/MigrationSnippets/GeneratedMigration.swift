@@ -306,7 +306,7 @@ func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
 }
 
 // 1. Completion handler, on virtual time.
-let scheduler = TestScheduler()
+let scheduler = VirtualScheduler()
 let callbackSteps = Recorder<RetryNextStep>()
 let callbackResult = Recorder<Int>()
 let callbackBackoff = jittered(ContinuousClock.self)
@@ -323,8 +323,8 @@ scheduler.run()
 
 // 2. The bridge from async code to a completion-handler operation.
 var bridgeSteps: [RetryNextStep] = []
-let bridgeBackoff = jittered(ImmediateClock.self)
-let bridgeResult = try await withRetry(maxAttempts: 4, clock: ImmediateClock()) { attempt, done in
+let bridgeBackoff = jittered(InstantClock.self)
+let bridgeResult = try await withRetry(maxAttempts: 4, clock: InstantClock()) { attempt, done in
     done(attempt.number < 3 ? .failure(Flaky()) : .success(attempt.number))
 } strategy: { _ in
     .backoff(bridgeBackoff)
@@ -334,8 +334,8 @@ let bridgeResult = try await withRetry(maxAttempts: 4, clock: ImmediateClock()) 
 
 // 3. Async all the way.
 var asyncSteps: [RetryNextStep] = []
-let asyncBackoff = jittered(ImmediateClock.self)
-let asyncResult = try await retry(maxAttempts: 4, clock: ImmediateClock()) { attempt in
+let asyncBackoff = jittered(InstantClock.self)
+let asyncResult = try await retry(maxAttempts: 4, clock: InstantClock()) { attempt in
     if attempt.number < 3 { throw Flaky() }
     return attempt.number
 } strategy: { _ in

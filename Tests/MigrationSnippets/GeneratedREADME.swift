@@ -110,7 +110,7 @@ struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
 
-let scheduler = TestScheduler()  // virtual time: the 2 s waits take no time
+let scheduler = VirtualScheduler()  // virtual time: the 2 s waits take no time
 let handle: RetryHandle<String> = retry(
     maxAttempts: 10, totalTimeout: .seconds(5), on: DispatchQueue(label: "errors"), scheduler: scheduler
 ) { _, done in
@@ -138,7 +138,7 @@ struct ReadmeVirtualTime {
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
-    let scheduler = TestScheduler()
+    let scheduler = VirtualScheduler()
     let handle: RetryHandle<Int> = retry(maxAttempts: 3, on: DispatchQueue(label: "test"), scheduler: scheduler) {
         _, done in done(.failure(Flaky()))
     } strategy: { _ in

@@ -33,7 +33,7 @@ handle.cancel()
 @Test("CancellationGuarantees.md: callbackCancelDuringWait") func callbackCancelDuringWait() async throws {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 68)
 struct Unavailable: Error {}
-let scheduler = TestScheduler()
+let scheduler = VirtualScheduler()
 let outcomes = Recorder<String>()
 let queue = DispatchQueue(label: "test")
 let handle: RetryHandle<Int> = retry(maxAttempts: 5, on: queue, scheduler: scheduler) { attempt, done in
@@ -60,7 +60,7 @@ scheduler.run()
 // Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:101: callbackLateResult (test)
 @Test("CancellationGuarantees.md: callbackLateResult") func callbackLateResult() async throws {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 101)
-let scheduler = TestScheduler()
+let scheduler = VirtualScheduler()
 let pending = Recorder<AttemptCompletion<Int>>()
 let hooks = Recorder<Int>()
 let results = Recorder<String>()
@@ -102,7 +102,7 @@ await #expect(throws: CancellationError.self) { try await waiter.value }
 @Test("CancellationGuarantees.md: asyncCancelDuringWait") func asyncCancelDuringWait() async throws {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 171)
 struct Unavailable: Error {}
-let clock = TestClock()
+let clock = VirtualClock()
 let attempts = Recorder<Int>()
 let task = Task { () async throws -> Int in
     try await retry(maxAttempts: 5, clock: clock) {

@@ -24,7 +24,7 @@ final class Outcome: @unchecked Sendable {  // written on the queue, read by the
 }
 
 @Test func aReplyFromAnotherThreadBeatsTheTimeout() async throws {
-    let scheduler = TestScheduler()
+    let scheduler = VirtualScheduler()
     let outcome = Outcome()
     retry(attemptTimeout: .seconds(5), on: DispatchQueue(label: "test"), scheduler: scheduler) { attempt, done in
         scheduler.track(on: .global()) { done(.success(42)) }  // the reply comes from another thread

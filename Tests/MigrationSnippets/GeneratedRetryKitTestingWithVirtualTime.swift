@@ -18,7 +18,7 @@ struct TestSchedulerExample {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 33)
 @Test func retriesOnVirtualTime() {
     struct Unavailable: Error {}
-    let scheduler = TestScheduler()
+    let scheduler = VirtualScheduler()
     let startedAt = Recorder<Duration>()
     let results = Recorder<String>()
     retry(maxAttempts: 3, on: DispatchQueue(label: "test"), scheduler: scheduler) { attempt, done in
@@ -48,7 +48,7 @@ struct TestClockExample {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 75)
 @Test func waitsTheBackoff() async throws {
     struct Unavailable: Error {}
-    let clock = TestClock()
+    let clock = VirtualClock()
     let startedAt = Recorder<Duration>()
     let task = Task {
         try await retry(maxAttempts: 3, clock: clock) {
@@ -79,7 +79,7 @@ struct TestClockRunUntilExample {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 111)
 @Test func succeedsOnTheThirdAttempt() async throws {
     struct Unavailable: Error {}
-    let clock = TestClock()
+    let clock = VirtualClock()
     let attempts = Recorder<Int>()
     let task = Task {
         try await retry(maxAttempts: 3, clock: clock) {
@@ -100,7 +100,7 @@ struct TestClockRunUntilExample {
 struct TestClockTimeoutExample {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 139)
 @Test func timesOutASlowAttempt() async throws {
-    let clock = TestClock()
+    let clock = VirtualClock()
     let task = Task {
         try await retry(maxAttempts: 2, attemptTimeout: .seconds(5), clock: clock) { attempt in
             if attempt.number == 1 {
@@ -126,7 +126,7 @@ struct ImmediateClockExample {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/TestingWithVirtualTime.md", line: 172)
 @Test func givesUpAfterFiveAttempts() async {
     struct Unavailable: Error {}
-    let clock = ImmediateClock()
+    let clock = InstantClock()
     await #expect(throws: Unavailable.self) {
         try await retry(maxAttempts: 5, clock: clock) { () async throws -> Int in
             throw Unavailable()

@@ -66,7 +66,7 @@ enum Alamofire {
             retryLimit: UInt = 2,
             exponentialBackoffBase: UInt = 2,
             exponentialBackoffScale: Double = 0.5,
-            retryableHTTPMethods: Set<HTTPMethod> = HTTPRetryPolicy.defaultRetryableHTTPMethods,
+            retryableHTTPMethods: Set<HTTPRequestMethod> = HTTPRetryPolicy.defaultRetryableHTTPMethods,
             retryableHTTPStatusCodes: Set<Int> = HTTPRetryPolicy.defaultRetryableHTTPStatusCodes,
             retryableURLErrorCodes: Set<URLError.Code> = []
         ) {}
@@ -75,7 +75,7 @@ enum Alamofire {
     final class Session: Sendable {
         init(interceptor: RetryPolicy? = nil) {}
 
-        func request(_ url: String, method: HTTPMethod = .get) -> DataRequest {
+        func request(_ url: String, method: HTTPRequestMethod = .get) -> DataRequest {
             DataRequest()
         }
     }

@@ -46,7 +46,7 @@ private let classifyFake: @Sendable (any Error) -> TransportFailure? = { error i
 }
 
 private func send(
-    _ client: FakeClient, policy: HTTPRetryPolicy, method: HTTPMethod = .get, requestHeaders: [String: String] = [:],
+    _ client: FakeClient, policy: HTTPRetryPolicy, method: HTTPRequestMethod = .get, requestHeaders: [String: String] = [:],
     events: Locked<[RetryEvent<FakeResponse>]> = Locked([])
 ) async throws -> FakeResponse {
     try await policy.run(
@@ -105,7 +105,7 @@ private func send(
     @Test func giveUpsSayWhyInTheFinishedEvent() async throws {
         func reason(
             _ steps: [Result<FakeResponse, FakeClientError>], policy: HTTPRetryPolicy = millisecondPolicy(),
-            method: HTTPMethod = .get
+            method: HTTPRequestMethod = .get
         ) async -> RetryFinishReason? {
             let events = Locked<[RetryEvent<FakeResponse>]>([])
             _ = try? await send(FakeClient(steps), policy: policy, method: method, events: events)

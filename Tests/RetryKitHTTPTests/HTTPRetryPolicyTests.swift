@@ -177,7 +177,7 @@ import Testing
         #expect(decide(optedIn, method: method, status: 503) == .backoff)
         #expect(decide(optedIn, method: method, error: URLError(.timedOut)) == .backoff)
 
-        #expect(decide(policy.adding(methods: [HTTPMethod(method)]), method: method, status: 503) == .backoff)
+        #expect(decide(policy.adding(methods: [HTTPRequestMethod(method)]), method: method, status: 503) == .backoff)
     }
 
     @Test func keyedRequestsArriveAsErrorsToo() {
@@ -187,8 +187,8 @@ import Testing
     }
 
     @Test func methodsAreCaseSensitiveAndDefaultToGET() {
-        #expect(HTTPMethod.get.isIdempotent && HTTPMethod.query.isIdempotent && !HTTPMethod.post.isIdempotent)
-        #expect(HTTPMethod("get") != .get)
+        #expect(HTTPRequestMethod.get.isIdempotent && HTTPRequestMethod.query.isIdempotent && !HTTPRequestMethod.post.isIdempotent)
+        #expect(HTTPRequestMethod("get") != .get)
         // Foundation uppercases the standard methods itself, so "get" goes out (and is decided) as GET …
         #expect(decide(method: "get", status: 503) == .backoff)
         // … but other methods are sent, and compared, exactly as written.

@@ -1,8 +1,8 @@
-// TestKit: the virtual-time test kit (RetryKitTesting's TestScheduler and TestClock) at the scale users put on it.
+// TestKit: the virtual-time test kit (RetryKitTesting's VirtualScheduler and VirtualClock) at the scale users put on it.
 //
 //     TestKit scheduler [items] [runs]   schedule `items` items (seeded random deadlines, 0–999 ms, so many share one)
-//                                        on a TestScheduler, then run() them all; default 100,000 items
-//     TestKit clock [sleepers] [runs]    `sleepers` tasks sleep on a TestClock (seeded random deadlines); wait until
+//                                        on a VirtualScheduler, then run() them all; default 100,000 items
+//     TestKit clock [sleepers] [runs]    `sleepers` tasks sleep on a VirtualClock (seeded random deadlines); wait until
 //                                        all are sleeping, advance past the last deadline, await every task;
 //                                        default 10,000 sleepers
 //
@@ -69,7 +69,7 @@ func measureScheduler(items: Int, seed: UInt64) -> UInt64 {
     var generator = SeededRandomNumberGenerator(seed: seed)
     let deadlines = (0..<items).map { _ in Duration.milliseconds(Int64(generator.next() % 1_000)) }
     let queue = DispatchQueue(label: "testkit-scheduler")
-    let scheduler = TestScheduler()
+    let scheduler = VirtualScheduler()
     let tally = Tally()
     let start = wallNanoseconds()
     for deadline in deadlines {
@@ -88,9 +88,9 @@ func measureScheduler(items: Int, seed: UInt64) -> UInt64 {
 func measureClock(sleepers: Int, seed: UInt64) async -> UInt64 {
     var generator = SeededRandomNumberGenerator(seed: seed)
     let deadlines = (0..<sleepers).map { _ in
-        TestClock.Instant.zero.advanced(by: .milliseconds(1 + Int64(generator.next() % 1_000)))
+        VirtualClock.Instant.zero.advanced(by: .milliseconds(1 + Int64(generator.next() % 1_000)))
     }
-    let clock = TestClock()
+    let clock = VirtualClock()
     let start = wallNanoseconds()
     let tasks = deadlines.map { deadline in
         Task { () -> Bool in

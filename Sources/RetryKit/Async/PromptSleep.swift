@@ -63,7 +63,7 @@ extension AsyncRetry {
 }
 
 /// A clock whose `sleep` ends at once with `CancellationError` when the sleeping task is cancelled, and which
-/// RetryKit's runners therefore call directly (RetryKitTesting's `TestClock` and `ImmediateClock`): its sleepers
+/// RetryKit's runners therefore call directly (RetryKitTesting's `VirtualClock` and `InstantClock`): its sleepers
 /// register from the waiting task itself, in order, as virtual-time tests expect.
 @usableFromInline
 package protocol SleepEndsOnCancellation {}

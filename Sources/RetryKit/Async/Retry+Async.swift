@@ -41,7 +41,7 @@
 ///     refunds its retry. `nil` by default.
 ///   - tolerance: The tolerance passed to the clock for each wait. `nil` by default.
 ///   - clock: The clock that measures the waits. It must use `Swift.Duration` (`C.Duration == Duration`), as
-///     `ContinuousClock`, `SuspendingClock` and RetryKitTesting's `TestClock` and `ImmediateClock` do.
+///     `ContinuousClock`, `SuspendingClock` and RetryKitTesting's `VirtualClock` and `InstantClock` do.
 ///   - isolation: The actor the operation and the strategy run on; inherited from the caller.
 ///   - operation: The work to try. Its thrown error type `E` is what `strategy` receives.
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` (retry at once)

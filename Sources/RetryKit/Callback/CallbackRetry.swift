@@ -26,7 +26,7 @@ import Dispatch
 /// The operation, the strategy, the observer and the completion all run on `queue`; the operation may call its
 /// completion from any thread. Use a serial queue (such as `.main`) to get the observer's events in order: on a
 /// concurrent queue the guarantees below still hold, but callbacks may run concurrently and events may interleave.
-/// (With `TestScheduler` everything runs on the thread that advances it instead.)
+/// (With `VirtualScheduler` everything runs on the thread that advances it instead.)
 ///
 /// A completion called after the operation returned hops to `queue` once, like a hand-written retry would. A completion
 /// called before the operation returns (a cached or invalid request failing at once) is handled as soon as the
@@ -72,7 +72,7 @@ import Dispatch
 ///     default.
 ///   - queue: The queue the operation, strategy, observer and completion run on.
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default; pass a
-///     `TestScheduler` to test on virtual time.
+///     `VirtualScheduler` to test on virtual time.
 ///   - operation: One attempt. Call the completion once, from any thread.
 ///   - strategy: What to do after a failed attempt that has attempts left. `.backoff(.none)` (retry at once) by
 ///     default.

@@ -12,7 +12,7 @@ public protocol RetryCancellable: Sendable {
 /// The source of time and the way of running work for the completion-handler `retry(…, on: queue, …)`.
 ///
 /// Production code uses ``DispatchTimerScheduler`` (``RetryScheduler/dispatch``): it runs work with `DispatchQueue.async` and waits
-/// with one-shot `DispatchSourceTimer`s. Tests use `TestScheduler` from `RetryKitTesting`, which runs on virtual time,
+/// with one-shot `DispatchSourceTimer`s. Tests use `VirtualScheduler` from `RetryKitTesting`, which runs on virtual time,
 /// so a retrier that backs off for minutes finishes in microseconds.
 ///
 /// The retrier asks a scheduler for three things only:

@@ -9,7 +9,7 @@ private actor IsolatedCounter {
     var strategyCalls = 0
 
     func load() async throws -> Int {
-        try await retry(maxAttempts: 4, clock: ImmediateClock()) { () throws(AsyncTestError) -> Int in
+        try await retry(maxAttempts: 4, clock: InstantClock()) { () throws(AsyncTestError) -> Int in
             preconditionIsolated()
             attempts += 1
             if attempts < 3 { throw AsyncTestError(id: attempts) }
@@ -37,7 +37,7 @@ struct AsyncRetryTests {
     func firstTrySuccess() async throws {
         let calls = AsyncCounter()
         let strategyCalls = AsyncCounter()
-        let value = try await retry(clock: ImmediateClock()) { () throws(AsyncTestError) -> Int in
+        let value = try await retry(clock: InstantClock()) { () throws(AsyncTestError) -> Int in
             calls.increment()
             return 42
         } strategy: { _ in
@@ -54,7 +54,7 @@ struct AsyncRetryTests {
         let calls = AsyncCounter()
         let seen = AsyncLog<Int>()
         let error = await #expect(throws: AsyncTestError.self) {
-            try await retry(maxAttempts: 4, clock: ImmediateClock()) { () throws(AsyncTestError) -> Int in
+            try await retry(maxAttempts: 4, clock: InstantClock()) { () throws(AsyncTestError) -> Int in
                 throw AsyncTestError(id: calls.increment())
             } strategy: { (error: AsyncTestError) in
                 seen.append(error.id)
@@ -70,7 +70,7 @@ struct AsyncRetryTests {
     func stopRethrowsTheOperationsError() async throws {
         let calls = AsyncCounter()
         let error = await #expect(throws: AsyncTestError.self) {
-            try await retry(maxAttempts: 5, clock: ImmediateClock()) { () throws(AsyncTestError) -> Int in
+            try await retry(maxAttempts: 5, clock: InstantClock()) { () throws(AsyncTestError) -> Int in
                 throw AsyncTestError(id: calls.increment())
             } strategy: { _ in
                 .stop
@@ -84,7 +84,7 @@ struct AsyncRetryTests {
     func strategyDecidesPerError() async throws {
         let calls = AsyncCounter()
         let error = await #expect(throws: AsyncTestError.self) {
-            try await retry(maxAttempts: 10, clock: ImmediateClock()) { () throws(AsyncTestError) -> Int in
+            try await retry(maxAttempts: 10, clock: InstantClock()) { () throws(AsyncTestError) -> Int in
                 throw AsyncTestError(id: calls.increment())
             } strategy: { error in
                 error.id < 3 ? .backoff(.none) : .stop
@@ -141,7 +141,7 @@ struct AsyncRetryTests {
         let calls = AsyncCounter()
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await retry(clock: ImmediateClock()) {
+            return try await retry(clock: InstantClock()) {
                 calls.increment()
                 return 1
             }
@@ -155,7 +155,7 @@ struct AsyncRetryTests {
         let calls = AsyncCounter()
         let strategyCalls = AsyncCounter()
         let task = Task {
-            try await retry(maxAttempts: 10, clock: ImmediateClock()) {
+            try await retry(maxAttempts: 10, clock: InstantClock()) {
                 if calls.increment() == 2 { withUnsafeCurrentTask { $0?.cancel() } }
                 throw AsyncTestError(id: calls.value)
             } strategy: { _ in
@@ -171,7 +171,7 @@ struct AsyncRetryTests {
     @Test("An attempt that succeeds although the task was cancelled returns its value")
     func successDespiteCancellation() async throws {
         let task = Task {
-            try await retry(clock: ImmediateClock()) {
+            try await retry(clock: InstantClock()) {
                 withUnsafeCurrentTask { $0?.cancel() }
                 return 7
             }
@@ -181,7 +181,7 @@ struct AsyncRetryTests {
 
     @Test("Cancellation during a virtual wait ends it at once with CancellationError")
     func cancellationDuringAWait() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let calls = AsyncCounter()
         let task = Task {
             try await retry(maxAttempts: 3, clock: clock) {
@@ -200,7 +200,7 @@ struct AsyncRetryTests {
 
     @Test("Cancellation during an attempt that throws does not consult the strategy")
     func cancellationDuringAnAttempt() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let strategyCalls = AsyncCounter()
         let task = Task {
             try await retry(maxAttempts: 3, clock: clock) {
@@ -223,7 +223,7 @@ struct AsyncRetryTests {
     func invalidMaxAttempts(maxAttempts: Int) async throws {
         let calls = AsyncCounter()
         let error = await #expect(throws: RetryError.self) {
-            try await retry(maxAttempts: maxAttempts, clock: ImmediateClock()) {
+            try await retry(maxAttempts: maxAttempts, clock: InstantClock()) {
                 calls.increment()
                 return 1
             }
@@ -238,8 +238,8 @@ struct AsyncRetryTests {
 
     @Test("Huge attempt counts with exponential backoff do not trap on Linux")
     func exponentialWithManyAttempts() async throws {
-        let strategy = BackoffStrategy<ImmediateClock>.exponential(a: .nanoseconds(1), b: 2).max(.milliseconds(1))
-        let clock = ImmediateClock()
+        let strategy = BackoffStrategy<InstantClock>.exponential(a: .nanoseconds(1), b: 2).max(.milliseconds(1))
+        let clock = InstantClock()
         let calls = AsyncCounter()
         let error = await #expect(throws: AsyncTestError.self) {
             try await retry(maxAttempts: 100, clock: clock) {
@@ -271,9 +271,9 @@ struct AsyncRetryTests {
         #expect(sleeps.dropFirst(6).allSatisfy { $0 == .seconds(60) })
     }
 
-    @Test("Delays on a TestClock equal the core's for seeded jittered strategies", arguments: [1, 2])
+    @Test("Delays on a VirtualClock equal the core's for seeded jittered strategies", arguments: [1, 2])
     func seededJitterMatchesTheCore(kind: Int) async throws {
-        func make() -> BackoffStrategy<TestClock> {
+        func make() -> BackoffStrategy<VirtualClock> {
             kind == 1
                 ? .exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter(
                     using: SeededRandomNumberGenerator(seed: 2024))
@@ -282,7 +282,7 @@ struct AsyncRetryTests {
         }
         let strategy = make()
         let expected = asyncCoreDelays(make(), count: 5)
-        let clock = TestClock()
+        let clock = VirtualClock()
         let calls = AsyncCounter()
         let task = Task {
             try await retry(maxAttempts: 6, clock: clock) {
@@ -349,7 +349,7 @@ struct AsyncRetryTests {
 
     @Test("A non-Sendable result is returned through `sending`")
     func nonSendableResult() async throws {
-        let box = try await retry(clock: ImmediateClock()) { NonSendableBox(5) }
+        let box = try await retry(clock: InstantClock()) { NonSendableBox(5) }
         box.value += 1
         #expect(box.value == 6)
     }

@@ -7,7 +7,7 @@ private actor ObservingOwner {
     var events: [String] = []
     var strategyCalls = 0
 
-    func load(clock: ImmediateClock) async throws -> Int {
+    func load(clock: InstantClock) async throws -> Int {
         let calls = AsyncCounter()
         return try await retry(maxAttempts: 3, clock: clock) { _ in
             if calls.increment() < 2 { throw AsyncTestError(id: calls.value) }
@@ -27,7 +27,7 @@ private actor ObservingOwner {
 struct ObservedRetryTests {
     @Test("Events for success after two failures, with the attempt passed to the operation")
     func eventsForSuccessAfterFailures() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let events = AsyncLog<String>()
         let attempts = AsyncLog<RetryAttempt>()
         let task = Task {
@@ -61,7 +61,7 @@ struct ObservedRetryTests {
     func eventsForGivingUp() async throws {
         let exhausted = AsyncLog<String>()
         await #expect(throws: AsyncTestError.self) {
-            try await retry(maxAttempts: 2, clock: ImmediateClock()) { attempt -> Int in
+            try await retry(maxAttempts: 2, clock: InstantClock()) { attempt -> Int in
                 throw AsyncTestError(id: attempt.number)
             } observer: {
                 exhausted.append(asyncEventLine($0))
@@ -78,7 +78,7 @@ struct ObservedRetryTests {
 
         let stopped = AsyncLog<String>()
         let error = await #expect(throws: AsyncTestError.self) {
-            try await retry(maxAttempts: 5, clock: ImmediateClock()) { attempt -> Int in
+            try await retry(maxAttempts: 5, clock: InstantClock()) { attempt -> Int in
                 throw AsyncTestError(id: attempt.number)
             } strategy: { _ in
                 .stop
@@ -93,7 +93,7 @@ struct ObservedRetryTests {
 
     @Test("A wait that would cross the total timeout gives up at once with deadlineExceeded")
     func totalTimeoutBeforeAWait() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let events = AsyncLog<String>()
         let firstFailure = AsyncSignal()
         let task = Task {
@@ -124,7 +124,7 @@ struct ObservedRetryTests {
 
     @Test("An attempt that outlives the total timeout is cancelled and the retrier gives up")
     func totalTimeoutDuringAnAttempt() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let operationCancelled = AsyncCounter()
         let task = Task {
             try await retry(maxAttempts: 3, totalTimeout: .seconds(5), clock: clock) { _ -> Int in
@@ -148,7 +148,7 @@ struct ObservedRetryTests {
 
     @Test("A per-attempt timeout fails the attempt with attemptTimedOut and the retrier goes on")
     func attemptTimeoutRetries() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let events = AsyncLog<String>()
         let seen = AsyncLog<String>()
         let task = Task {
@@ -182,7 +182,7 @@ struct ObservedRetryTests {
         for (total, perAttempt) in [(Duration?.some(.seconds(-1)), Duration?.none), (nil, .zero), (nil, .seconds(-2))] {
             let events = AsyncLog<String>()
             let error = await #expect(throws: RetryError.self) {
-                try await retry(totalTimeout: total, attemptTimeout: perAttempt, clock: ImmediateClock()) { _ in
+                try await retry(totalTimeout: total, attemptTimeout: perAttempt, clock: InstantClock()) { _ in
                     calls.increment()
                 } observer: {
                     events.append(asyncEventLine($0))
@@ -203,7 +203,7 @@ struct ObservedRetryTests {
         let events = AsyncLog<String>()
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await retry(clock: ImmediateClock()) { _ in
+            return try await retry(clock: InstantClock()) { _ in
                 calls.increment()
             } observer: {
                 events.append(asyncEventLine($0))
@@ -216,7 +216,7 @@ struct ObservedRetryTests {
 
     @Test("Cancellation during a wait goes straight to `finished` with CancellationError")
     func cancellationDuringAWait() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let events = AsyncLog<String>()
         let task = Task {
             try await retry(clock: clock) { attempt -> Int in
@@ -238,19 +238,19 @@ struct ObservedRetryTests {
     @Test("Strategy and observer run in the caller's actor isolation")
     func inheritsIsolation() async throws {
         let owner = ObservingOwner()
-        #expect(try await owner.load(clock: ImmediateClock()) == 9)
+        #expect(try await owner.load(clock: InstantClock()) == 9)
         #expect(await owner.strategyCalls == 1)
         #expect(await owner.events.count == 5)
     }
 
     @Test("Delays equal the core's for a seeded jittered exponential strategy, also with limits")
     func seededJitterWithLimits() async throws {
-        func make() -> BackoffStrategy<TestClock> {
+        func make() -> BackoffStrategy<VirtualClock> {
             .exponential(a: .milliseconds(200), b: 3).jitter(using: SeededRandomNumberGenerator(seed: 99))
         }
         let strategy = make()
         let expected = asyncCoreDelays(make(), count: 3)
-        let clock = TestClock()
+        let clock = VirtualClock()
         // Each attempt also has a timer sleeping on the clock; it is gone once `attemptFailed` is emitted, so the
         // next sleeper after that event is the backoff wait.
         let failed = expected.map { _ in AsyncSignal() }

@@ -140,7 +140,7 @@ struct SeedExamplesTests {
 
     @Test("Custom backoff on a test clock: five attempts, two seconds apart")
     func customBackoffWaitsTwoSecondsBetweenFiveAttempts() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let session = SeedScriptedSession(Array(repeating: .failure(.timedOut), count: 4) + [.status(200)])
         let url = examples.url
         let task = Task {
@@ -164,7 +164,7 @@ struct SeedExamplesTests {
 
     @Test("Custom backoff on a test clock: the fifth failure is rethrown")
     func customBackoffExhausts() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let session = SeedScriptedSession(Array(repeating: .failure(.timedOut), count: 5))
         let url = examples.url
         let task = Task {

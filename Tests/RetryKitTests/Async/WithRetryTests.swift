@@ -30,7 +30,7 @@ private actor BridgeOwner {
     var started: [Int] = []
 
     func load() async throws -> String {
-        try await withRetry(maxAttempts: 3, clock: ImmediateClock()) { attempt, done in
+        try await withRetry(maxAttempts: 3, clock: InstantClock()) { attempt, done in
             preconditionIsolated()
             started.append(attempt.number)
             legacyLoad(attempt.number, fail: attempt.number < 2) { done($0) }
@@ -43,7 +43,7 @@ struct WithRetryTests {
     @Test("Success after two failures, with events identical in shape to the async API's")
     func successAfterFailures() async throws {
         let events = AsyncLog<String>()
-        let value = try await withRetry(maxAttempts: 5, clock: ImmediateClock()) { attempt, done in
+        let value = try await withRetry(maxAttempts: 5, clock: InstantClock()) { attempt, done in
             legacyLoad(attempt.number, fail: attempt.number < 3) { done($0) }
         } strategy: { _ in
             .backoff(.exponential(a: .seconds(1), b: 2))
@@ -65,13 +65,13 @@ struct WithRetryTests {
 
     @Test("The (Value?, Error?) completion style, and a completion with neither is missingResult")
     func optionalPairStyle() async throws {
-        let value = try await withRetry(maxAttempts: 3, clock: ImmediateClock()) { attempt, done in
+        let value = try await withRetry(maxAttempts: 3, clock: InstantClock()) { attempt, done in
             legacyFetch(attempt.number) { value, error in done(value, error) }
         }
         #expect(value == "fetched 3")
 
         let error = await #expect(throws: RetryError.self) {
-            try await withRetry(maxAttempts: 2, clock: ImmediateClock()) { (_, done: AttemptCompletion<Int>) in
+            try await withRetry(maxAttempts: 2, clock: InstantClock()) { (_, done: AttemptCompletion<Int>) in
                 done(nil, nil)
             }
         }
@@ -80,7 +80,7 @@ struct WithRetryTests {
 
     @Test("A completion called synchronously inside the operation is delivered")
     func synchronousCompletion() async throws {
-        let value = try await withRetry(clock: ImmediateClock()) { attempt, done in
+        let value = try await withRetry(clock: InstantClock()) { attempt, done in
             done(attempt.number == 1 ? .failure(AsyncTestError(id: 1)) : .success(attempt.number))
         }
         #expect(value == 2)
@@ -89,13 +89,13 @@ struct WithRetryTests {
     @Test("Exhaustion rethrows the operation's own last error; `.stop` the failed attempt's")
     func givingUpRethrowsOwnErrors() async throws {
         let exhausted = await #expect(throws: AsyncTestError.self) {
-            try await withRetry(maxAttempts: 3, clock: ImmediateClock()) { attempt, done in
+            try await withRetry(maxAttempts: 3, clock: InstantClock()) { attempt, done in
                 legacyLoad(attempt.number, fail: true) { done($0) }
             }
         }
         #expect(exhausted == AsyncTestError(id: 3))
         let stopped = await #expect(throws: AsyncTestError.self) {
-            try await withRetry(maxAttempts: 3, clock: ImmediateClock()) { attempt, done in
+            try await withRetry(maxAttempts: 3, clock: InstantClock()) { attempt, done in
                 legacyLoad(attempt.number, fail: true) { done($0) }
             } strategy: { _ in
                 .stop
@@ -108,7 +108,7 @@ struct WithRetryTests {
     func invalidMaxAttempts() async throws {
         let calls = AsyncCounter()
         let error = await #expect(throws: RetryError.self) {
-            try await withRetry(maxAttempts: 0, clock: ImmediateClock()) { (_, done: AttemptCompletion<Int>) in
+            try await withRetry(maxAttempts: 0, clock: InstantClock()) { (_, done: AttemptCompletion<Int>) in
                 calls.increment()
                 done(.success(1))
             }
@@ -125,7 +125,7 @@ struct WithRetryTests {
         let calls = AsyncCounter()
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
-            return try await withRetry(clock: ImmediateClock()) { (_, done: AttemptCompletion<Int>) in
+            return try await withRetry(clock: InstantClock()) { (_, done: AttemptCompletion<Int>) in
                 calls.increment()
                 done(.success(1))
             }
@@ -141,7 +141,7 @@ struct WithRetryTests {
         let pending = Locked<AttemptCompletion<Int>?>(nil)
         let events = AsyncLog<String>()
         let task = Task {
-            try await withRetry(clock: ImmediateClock()) { (_, done: AttemptCompletion<Int>) in
+            try await withRetry(clock: InstantClock()) { (_, done: AttemptCompletion<Int>) in
                 done.onCancel { hooks.increment() }
                 pending.withLock { $0 = done }  // never completes on its own
                 started.fire()
@@ -167,7 +167,7 @@ struct WithRetryTests {
     func hookAfterCancellation() async throws {
         let hooks = AsyncCounter()
         let task = Task {
-            try await withRetry(clock: ImmediateClock()) { (_, done: AttemptCompletion<Int>) in
+            try await withRetry(clock: InstantClock()) { (_, done: AttemptCompletion<Int>) in
                 withUnsafeCurrentTask { $0?.cancel() }  // cancelled while the attempt starts
                 done.onCancel { hooks.increment() }
             }
@@ -178,7 +178,7 @@ struct WithRetryTests {
 
     @Test("Cancellation during a virtual wait ends it at once")
     func cancellationDuringAWait() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let calls = AsyncCounter()
         let task = Task {
             try await withRetry(clock: clock) { (attempt, done: AttemptCompletion<Int>) in
@@ -206,7 +206,7 @@ struct WithRetryTests {
                     let finishedEvents = AsyncCounter()
                     let handle = Locked<Task<Int, any Error>?>(nil)
                     let task = Task {
-                        try await withRetry(maxAttempts: 2, clock: ImmediateClock()) {
+                        try await withRetry(maxAttempts: 2, clock: InstantClock()) {
                             (_, done: AttemptCompletion<Int>) in
                             done.onCancel { hooks.increment() }
                             // The completion and the cancel start together on two threads, each after a different
@@ -243,7 +243,7 @@ struct WithRetryTests {
 
     @Test("A per-attempt timeout abandons the attempt (its cancel hook runs) and retries")
     func attemptTimeout() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let hooks = AsyncCounter()
         let events = AsyncLog<String>()
         let task = Task {
@@ -274,7 +274,7 @@ struct WithRetryTests {
 
     @Test("The total timeout: a wait that would cross it gives up with deadlineExceeded")
     func totalTimeout() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let task = Task {
             try await withRetry(maxAttempts: 10, totalTimeout: .seconds(5), clock: clock) {
                 (attempt, done: AttemptCompletion<Int>) in
@@ -293,7 +293,7 @@ struct WithRetryTests {
     @Test("A duplicate completion is reported to the observer and changes nothing else")
     func duplicateCompletion() async throws {
         let events = AsyncLog<String>()
-        let value = try await withRetry(clock: ImmediateClock()) { (attempt, done: AttemptCompletion<Int>) in
+        let value = try await withRetry(clock: InstantClock()) { (attempt, done: AttemptCompletion<Int>) in
             done(.success(attempt.number))
             done(.success(99))
         } observer: {
@@ -318,13 +318,13 @@ struct WithRetryTests {
 
     @Test("The bridge and the async API emit identical events for one seeded jittered scenario")
     func parityWithTheAsyncAPI() async throws {
-        func strategy() -> BackoffStrategy<ImmediateClock> {
+        func strategy() -> BackoffStrategy<InstantClock> {
             .exponential(a: .milliseconds(100), b: 2).max(.seconds(10)).jitter(
                 using: SeededRandomNumberGenerator(seed: 31))
         }
         let viaAsync = AsyncLog<String>()
         let asyncStrategy = strategy()
-        let asyncValue = try await retry(maxAttempts: 4, clock: ImmediateClock()) { attempt in
+        let asyncValue = try await retry(maxAttempts: 4, clock: InstantClock()) { attempt in
             if attempt.number < 3 { throw AsyncTestError(id: attempt.number) }
             return attempt.number
         } strategy: { _ in
@@ -335,7 +335,7 @@ struct WithRetryTests {
 
         let viaBridge = AsyncLog<String>()
         let bridgeStrategy = strategy()
-        let bridgeValue = try await withRetry(maxAttempts: 4, clock: ImmediateClock()) {
+        let bridgeValue = try await withRetry(maxAttempts: 4, clock: InstantClock()) {
             (attempt, done: AttemptCompletion<Int>) in
             done(attempt.number < 3 ? .failure(AsyncTestError(id: attempt.number)) : .success(attempt.number))
         } strategy: { _ in

@@ -72,7 +72,7 @@ struct BudgetBoundTests {
     @Test("Retriers whose attempts all time out stay within the bound when timeouts are set cheaper than retries")
     func timedOutAttemptsThroughTheRunner() {
         let budget = RetryBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 1)
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let queue = DispatchQueue(label: "budget-bound")
         let retries = Locked(0)
         let reasons = Locked<[RetryFinishReason]>([])

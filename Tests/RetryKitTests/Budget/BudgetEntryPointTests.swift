@@ -36,10 +36,10 @@ struct BudgetEntryPointTests {
     let queue = DispatchQueue(label: "budget-entry-point-tests")
 
     /// Runs a callback entry point on virtual time and returns its result.
-    private func settle(_ start: (TestScheduler, @escaping @Sendable (Result<Int, any Error>) -> Void) -> Void)
+    private func settle(_ start: (VirtualScheduler, @escaping @Sendable (Result<Int, any Error>) -> Void) -> Void)
         -> Result<Int, any Error>?
     {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let result = Locked<Result<Int, any Error>?>(nil)
         start(scheduler) { outcome in result.withLock { $0 = outcome } }
         scheduler.run()
@@ -123,7 +123,7 @@ struct BudgetEntryPointTests {
                 do {
                     if onClock {
                         result = .success(
-                            try await retry(maxAttempts: 10, budget: script.budget, clock: TestClock()) { attempt in
+                            try await retry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) { attempt in
                                 try script.attempt(attempt).get()
                             })
                     } else {
@@ -156,7 +156,7 @@ struct BudgetEntryPointTests {
                 do {
                     if onClock {
                         result = .success(
-                            try await retry(maxAttempts: 10, budget: script.budget, clock: TestClock()) {
+                            try await retry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) {
                                 try await operation()
                             })
                     } else {
@@ -189,7 +189,7 @@ struct BudgetEntryPointTests {
                 do {
                     if onClock {
                         result = .success(
-                            try await withRetry(maxAttempts: 10, budget: script.budget, clock: TestClock()) {
+                            try await withRetry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) {
                                 attempt, done in done(script.attempt(attempt))
                             })
                     } else {

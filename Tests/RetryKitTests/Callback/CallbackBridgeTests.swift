@@ -13,7 +13,7 @@ extension CallbackRunnerTests {
         // MARK: - handle.value
 
         @Test func valueReturnsTheResultAfterTheCompletionRan() async throws {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let completed = CBCounter()
             let handle = retry(
                 on: queue, scheduler: scheduler,
@@ -34,7 +34,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func severalAwaitersAllGetTheResult() async throws {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let handle = retry(
                 on: queue, scheduler: scheduler, operation: { _, done in done(.success("shared")) },
                 completion: { _ in })
@@ -47,7 +47,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func awaitingAFinishedRetrierReturnsAtOnce() async throws {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let handle: RetryHandle<Int> = retry(
                 maxAttempts: 2, on: queue, scheduler: scheduler,
                 operation: { attempt, done in done(.failure(CBError(code: attempt.number))) }, completion: { _ in })
@@ -106,7 +106,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func aCancelBeforeTheAwaitIsRegisteredIsRemembered() async throws {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let calls = CBCounter()
             let recorder = CBRecorder<Int>()
             let handle = retry(
@@ -152,7 +152,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func asyncOperationWaitsInVirtualTime() async {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             retry(
                 maxAttempts: 3, on: queue, scheduler: scheduler,
@@ -234,7 +234,7 @@ extension CallbackRunnerTests {
 
         @Test func attemptTimeoutCancelsTheTaskAndRetries() async {
             // Virtual time for the timeout, so that a loaded machine cannot time out attempt 2 as well.
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let started = CBCounter()
             let sawCancellation = CBCounter()
             let recorder = CBRecorder<Int>()

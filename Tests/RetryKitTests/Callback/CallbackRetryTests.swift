@@ -4,7 +4,7 @@ import RetryKitTesting
 import Testing
 
 extension CallbackRunnerTests {
-    /// Whole retrier sequences on `TestScheduler`'s virtual time.
+    /// Whole retrier sequences on `VirtualScheduler`'s virtual time.
     @Suite("Callback retry on virtual time")
     struct CallbackRetryTests {
         let queue = DispatchQueue(label: "callback-retry-tests")
@@ -12,7 +12,7 @@ extension CallbackRunnerTests {
         // MARK: - Sequences
 
         @Test func successOnFirstAttempt() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let calls = CBCounter()
             retry(
@@ -32,7 +32,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func successAfterTwoFailuresWaitsExactlyTheBackoff() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let attempts = Locked<[RetryAttempt]>([])
             retry(
@@ -100,7 +100,7 @@ extension CallbackRunnerTests {
             }
             #expect(Set(expected).count == expected.count, "the seed gives distinct, non-trivial delays")
 
-            let scheduler = CBRecordingScheduler(TestScheduler())
+            let scheduler = CBRecordingScheduler(VirtualScheduler())
             let recorder = CBRecorder<Int>()
             let starts = Locked<[Duration]>([])
             let backoff = curve.make(seed: seed)
@@ -132,7 +132,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func exhaustionFinishesWithTheLastError() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             retry(
                 maxAttempts: 3, on: queue, scheduler: scheduler,
@@ -147,7 +147,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func stopFinishesWithThatAttemptsError() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let calls = CBCounter()
             retry(
@@ -170,7 +170,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func totalTimeoutGivesUpInsteadOfAPointlessWait() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             retry(
                 maxAttempts: 5, totalTimeout: .milliseconds(250), on: queue, scheduler: scheduler,
@@ -191,7 +191,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func totalTimeoutAbandonsAnAttemptThatNeverCallsBack() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let hooks = CBCounter()
             let kept = CBSlot<AttemptCompletion<Int>>()
@@ -220,7 +220,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func attemptTimeoutFailsTheAttemptRetriesAndIgnoresItsLateResult() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let hooks = CBCounter()
             let strategyErrors = Locked<[RetryError.Reason?]>([])
@@ -266,7 +266,7 @@ extension CallbackRunnerTests {
 
         @Test(arguments: InvalidConfiguration.allCases)
         func invalidConfigurationCompletesOnceWithoutAnAttempt(_ configuration: InvalidConfiguration) {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let calls = CBCounter()
             let operation: @Sendable (RetryAttempt, AttemptCompletion<Int>) -> Void = { _, done in
@@ -306,7 +306,7 @@ extension CallbackRunnerTests {
         // MARK: - Cancellation
 
         @Test func cancelDuringWaitCompletesPromptlyAndCancelsTheTimer() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let calls = CBCounter()
             let handle = retry(
@@ -336,7 +336,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func cancelDuringAttemptRunsTheHookAndIgnoresTheLateResult() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let hooks = CBCounter()
             let kept = CBSlot<AttemptCompletion<Int>>()
@@ -364,7 +364,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func cancelBeforeTheFirstAttemptRunsNoAttempt() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let calls = CBCounter()
             let handle = retry(
@@ -382,7 +382,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func cancelAfterCompletionIsANoOp() async throws {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let handle = retry(
                 on: queue, scheduler: scheduler, operation: { _, done in done(.success(8)) },
@@ -402,7 +402,7 @@ extension CallbackRunnerTests {
         // MARK: - Misbehaving operations
 
         @Test func aSecondCallToDoneIsReportedNotDelivered() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             retry(
                 on: queue, scheduler: scheduler,
@@ -428,7 +428,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func aSecondCallDuringAWaitIsReportedAtOnce() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let kept = CBSlot<AttemptCompletion<Int>>()
             retry(
@@ -447,7 +447,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func aSecondCallAfterTheRetrierFinishedIsDropped() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let kept = CBSlot<AttemptCompletion<Int>>()
             retry(
@@ -466,7 +466,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func legacyValueErrorCompletionStyle() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<String>()
             retry(
                 maxAttempts: 3, on: queue, scheduler: scheduler,
@@ -493,7 +493,7 @@ extension CallbackRunnerTests {
         // MARK: - Hops, timers and the API's shape
 
         @Test func zeroDelayArmsNoTimerAndSynchronousResultsNeedNoHop() {
-            let scheduler = CBRecordingScheduler(TestScheduler())
+            let scheduler = CBRecordingScheduler(VirtualScheduler())
             let recorder = CBRecorder<Int>()
             retry(
                 maxAttempts: 4, on: queue, scheduler: scheduler,
@@ -517,7 +517,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func laterResultsHopOncePerAttempt() {
-            let scheduler = CBRecordingScheduler(TestScheduler())
+            let scheduler = CBRecordingScheduler(VirtualScheduler())
             let recorder = CBRecorder<Int>()
             retry(
                 maxAttempts: 4, on: queue, scheduler: scheduler,
@@ -535,7 +535,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func aLongRunOfSynchronousFailuresDoesNotGrowTheStack() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let attempts = 10_000
             retry(
@@ -550,7 +550,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func bothCompletionFormsTypeCheck() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let one = CBSlot<Result<Int, any Error>>()
             let two = CBSlot<(Int?, Int)>()
             let anonymous = CBCounter()
@@ -584,7 +584,7 @@ extension CallbackRunnerTests {
         @Test func noLockIsHeldWhileUserCodeRuns() async {
             // Every callback calls back into the handle (which takes the runner's lock). Were the lock held, the
             // background run would deadlock and the wait below would time out.
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let handleSlot = CBSlot<RetryHandle<Int>>()
             let touched = Locked<Set<String>>([])
             @Sendable func touch(_ what: String) {
@@ -653,7 +653,7 @@ extension CallbackRunnerTests {
 
         /// Starts a retrier whose closures each capture their own canary, keeping only weak references.
         static func startProbed(
-            _ ending: Ending, scheduler: TestScheduler, queue: DispatchQueue, completions: CBCounter
+            _ ending: Ending, scheduler: VirtualScheduler, queue: DispatchQueue, completions: CBCounter
         )
             -> Probes
         {
@@ -697,7 +697,7 @@ extension CallbackRunnerTests {
 
         @Test(arguments: Ending.allCases)
         func nothingIsRetainedAfterTheRetrierFinishes(_ ending: Ending) {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let completions = CBCounter()
             var probes = Self.startProbed(ending, scheduler: scheduler, queue: queue, completions: completions)
             scheduler.run()

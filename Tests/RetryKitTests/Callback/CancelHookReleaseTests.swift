@@ -46,7 +46,7 @@ struct CancelHookReleaseTests {
         "callback retrier: completing the attempt, or replacing its hook",
         arguments: [(false, false), (false, true), (true, false), (true, true)])
     func callbackRetrier(timed: Bool, replacing: Bool) {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let answers = Locked<[Bool]>([])
         let results = Locked<[Int]>([])
         retry(
@@ -64,7 +64,7 @@ struct CancelHookReleaseTests {
     func bridge(timed: Bool, replacing: Bool) async throws {
         let answers = Locked<[Bool]>([])
         let operation = Self.operation(answers, replacing: replacing)
-        let value = try await withRetry(attemptTimeout: timed ? .seconds(10) : nil, clock: TestClock()) {
+        let value = try await withRetry(attemptTimeout: timed ? .seconds(10) : nil, clock: VirtualClock()) {
             (attempt, done: AttemptCompletion<Int>) in operation(attempt, done)
         }
         #expect(value == 1)

@@ -4,12 +4,12 @@ import RetryKitTesting
 import Testing
 
 extension CallbackRunnerTests {
-    @Suite("TestScheduler")
+    @Suite("VirtualScheduler")
     struct TestSchedulerTests {
         let queue = DispatchQueue(label: "test-scheduler-tests")
 
         @Test func workDueAtTheSameInstantRunsFirstInFirstOut() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let order = Locked<[String]>([])
             @Sendable func note(_ label: String) -> @Sendable () -> Void { { order.withLock { $0.append(label) } } }
             _ = scheduler.schedule(after: .seconds(2), on: queue, note("2s a"))
@@ -26,7 +26,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func advanceRunsOnlyWhatIsDueAndMovesTime() {
-            let scheduler = TestScheduler(now: .seconds(100))
+            let scheduler = VirtualScheduler(now: .seconds(100))
             let ran = Locked<[Duration]>([])
             for delay in [Duration.milliseconds(10), .milliseconds(30), .milliseconds(20)] {
                 _ = scheduler.schedule(after: delay, on: queue) { ran.withLock { $0.append(scheduler.now) } }
@@ -52,7 +52,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func workScheduledWhileAdvancingRunsInTheSameCallIfDue() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let ran = CBCounter()
             scheduler.execute(on: queue) {
                 ran.increment()
@@ -66,10 +66,10 @@ extension CallbackRunnerTests {
         }
 
         @Test func cancelRemovesTheItemAndReleasesItsWork() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let ran = CBCounter()
             let probe: CBWeak<CBCanary>
-            let token: TestScheduler.Token
+            let token: VirtualScheduler.Token
             do {
                 let canary = CBCanary()
                 probe = CBWeak(canary)
@@ -91,7 +91,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func negativeDelaysAreDueNow() {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let ran = CBCounter()
             _ = scheduler.schedule(after: .seconds(-3), on: queue) { ran.increment() }
             scheduler.advance()
@@ -100,7 +100,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func schedulingFromManyThreadsWhileAdvancing() async {
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let ran = CBCounter()
             let producers = 4
             let perProducer = 2_000

@@ -109,7 +109,7 @@ struct DecorrelatedAfterHintTests {
 
     /// The waits of a callback retrier whose first failure answers with a 100 s hint and the others with `backoff`.
     private func waits(_ backoff: Backoff, attempts: Int = 6) -> [Duration] {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let waits = Locked<[Duration]>([])
         retry(
             maxAttempts: attempts, on: queue, scheduler: scheduler,
@@ -143,7 +143,7 @@ struct DecorrelatedAfterHintTests {
 
     @Test("A hint between two backoff delays does not reset the chain either")
     func hintInTheMiddle() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let waits = Locked<[Duration]>([])
         let backoff: Backoff = .decorrelatedJitter(base: .seconds(1), cap: .seconds(1_000), using: top)
         retry(

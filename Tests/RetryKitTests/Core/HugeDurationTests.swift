@@ -14,7 +14,7 @@ private let limit = BackoffStrategy<ContinuousClock>.saturationLimit
 
 /// An operation that succeeds after sleeping one second on `clock`: long enough for a test to see the timeout timer
 /// that races it.
-private func succeedAfterOneSecond(on clock: TestClock) -> @Sendable (RetryAttempt) async throws -> Int {
+private func succeedAfterOneSecond(on clock: VirtualClock) -> @Sendable (RetryAttempt) async throws -> Int {
     { attempt in
         try await clock.sleep(for: .seconds(1))
         return attempt.number
@@ -24,7 +24,7 @@ private func succeedAfterOneSecond(on clock: TestClock) -> @Sendable (RetryAttem
 /// Waits until `task` sleeps on `clock` beside the operation's one-second sleep, checks that its timeout sleeper is
 /// at the saturation limit, then lets the operation finish and returns the task's value.
 private func expectTimeoutClamped(
-    _ task: Task<Int, any Error>, on clock: TestClock, sourceLocation: SourceLocation = #_sourceLocation
+    _ task: Task<Int, any Error>, on clock: VirtualClock, sourceLocation: SourceLocation = #_sourceLocation
 ) async throws -> Int {
     let start = clock.now.offset
     await clock.waitForSleepers(2)
@@ -45,7 +45,7 @@ struct HugeDurationTests {
 
     @Test("async retry: a huge timeout waits until the saturation limit", arguments: hugeDurations)
     func asyncRetryTestClock(_ huge: Duration) async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let total = Task {
             try await retry(totalTimeout: huge, clock: clock, operation: succeedAfterOneSecond(on: clock))
         }
@@ -62,7 +62,7 @@ struct HugeDurationTests {
             (attempt, done: AttemptCompletion<Int>) in done(.success(attempt.number))
         }
         #expect(value == 1)
-        let clock = TestClock()
+        let clock = VirtualClock()
         let task = Task {
             try await withRetry(totalTimeout: huge, clock: clock) { (attempt, done: AttemptCompletion<Int>) in
                 Task {
@@ -79,7 +79,7 @@ struct HugeDurationTests {
     func policyHuge(_ huge: Duration) async throws {
         let policy = RetryPolicy.noDelay.giveUpAfter(timeout: huge).attemptTimeout(huge)
         #expect(try await policy.execute { attempt in attempt.number } == 1)
-        let clock = TestClock()
+        let clock = VirtualClock()
         let total = RetryPolicy.noDelay.giveUpAfter(timeout: huge)
         let task = Task { try await total.execute(clock: clock, operation: succeedAfterOneSecond(on: clock)) }
         #expect(try await expectTimeoutClamped(task, on: clock) == 1)
@@ -104,7 +104,7 @@ struct HugeDurationTests {
         #expect(first == 1)
         #expect(second == nil)
         // On a test clock: the pause is the saturation limit.
-        let clock = TestClock()
+        let clock = VirtualClock()
         let virtual = Task {
             var iterator = poller.values(clock: clock) { attempt in attempt.number }.makeAsyncIterator()
             _ = try await iterator.next()
@@ -118,13 +118,13 @@ struct HugeDurationTests {
 
     @Test("a strategy answering a huge delay waits the saturation limit in every style", arguments: hugeDurations)
     func hugeStrategyDelay(_ huge: Duration) async throws {
-        let strategies: [(String, @Sendable (any Error) -> RetryStrategy<TestClock>)] = [
+        let strategies: [(String, @Sendable (any Error) -> RetryStrategy<VirtualClock>)] = [
             ("retryAfter", { _ in .retryAfter(huge) }),
             ("constant", { _ in .backoff(.constant(huge)) }),
             ("custom", { _ in .backoff(.custom { _ in huge }) }),
         ]
         for (name, strategy) in strategies {
-            let clock = TestClock()
+            let clock = VirtualClock()
             let events = AsyncLog<Duration>()
             let task = Task {
                 try await retry(
@@ -152,11 +152,11 @@ struct HugeDurationTests {
         }
     }
 
-    @Test("callback retry on a TestScheduler: a huge timeout arms its timer at the saturation limit")
+    @Test("callback retry on a VirtualScheduler: a huge timeout arms its timer at the saturation limit")
     func callbackHuge() {
         for huge in hugeDurations {
             for (total, attempt) in [(huge, nil), (nil, huge), (huge, huge)] as [(Duration?, Duration?)] {
-                let scheduler = TestScheduler()
+                let scheduler = VirtualScheduler()
                 let results = AsyncLog<Result<Int, any Error>>()
                 let handle = retry(
                     totalTimeout: total, attemptTimeout: attempt, on: DispatchQueue(label: "huge"),

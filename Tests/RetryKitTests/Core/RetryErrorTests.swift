@@ -87,7 +87,7 @@ struct RetryErrorTests {
 
     @Test("stop(because:) reaches the summary, the giveUp event and the finished event; plain .stop is unspecified")
     func stopReasonThroughTheRunner() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let because = Outcome<Int>()
         retry(
             maxAttempts: 5, on: queue, scheduler: scheduler,
@@ -137,7 +137,7 @@ struct RetryErrorTests {
 
     @Test("done(nil, nil) on every attempt: the error says how many attempts ran, and when (issue 13.6)")
     func missingResultCountsTheAttempts() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let outcome = Outcome<Int>()
         retry(
             maxAttempts: 3, on: queue, scheduler: scheduler,
@@ -210,7 +210,7 @@ struct RetryErrorTests {
 
     @Test("A real deadline give-up: its localizedDescription, through the async runner")
     func deadlineThroughTheAsyncRunner() async {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let task = Task {
             try await retry(maxAttempts: 10, totalTimeout: .seconds(5), clock: clock) { attempt -> Int in
                 throw TestError(attempt.number)
@@ -223,7 +223,7 @@ struct RetryErrorTests {
         let driver = Task {
             while !Task.isCancelled {
                 await clock.waitForSleepers(1)
-                if clock.nextDeadline == TestClock.Instant(offset: .seconds(5)) {
+                if clock.nextDeadline == VirtualClock.Instant(offset: .seconds(5)) {
                     try? await Task.sleep(for: .microseconds(100))
                     continue
                 }

@@ -25,7 +25,7 @@ enum ParityStyle: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
-    /// Whether the style runs on the completion-handler runner (and so on a `TestScheduler`).
+    /// Whether the style runs on the completion-handler runner (and so on a `VirtualScheduler`).
     var isCallback: Bool {
         switch self {
         case .callback, .callbackAsyncOperation, .handleValue: return true
@@ -339,10 +339,10 @@ final class ParityProgress: Sendable {
     }
 }
 
-/// A `TestScheduler` that ticks a ``ParityProgress`` whenever work is handed to it, so that a driver can wait for an
+/// A `VirtualScheduler` that ticks a ``ParityProgress`` whenever work is handed to it, so that a driver can wait for an
 /// async operation's completion (which arrives from another thread) without polling.
 final class ParityScheduler: RetryScheduler {
-    let base = TestScheduler()
+    let base = VirtualScheduler()
     let progress: ParityProgress
 
     init(_ progress: ParityProgress) {
@@ -357,7 +357,7 @@ final class ParityScheduler: RetryScheduler {
     }
 
     func schedule(after delay: Duration, on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void)
-        -> TestScheduler.Token
+        -> VirtualScheduler.Token
     {
         let token = base.schedule(after: delay, on: queue, work)
         progress.tick()
@@ -381,7 +381,7 @@ func runParityInEveryStyle(_ scenario: ParityScenario) async -> [(style: ParityS
     return runs
 }
 
-/// The completion-handler styles, on a `TestScheduler`.
+/// The completion-handler styles, on a `VirtualScheduler`.
 ///
 /// The driver runs the work that is due; when the retrier reports a milestone it moves time to the next timer (or
 /// halfway, then cancels); otherwise it waits for the next tick, which an async operation's completion produces.
@@ -472,21 +472,21 @@ private func runOnScheduler(_ scenario: ParityScenario, _ style: ParityStyle) as
     return ParityRun(log: log, waits: waits)
 }
 
-/// The async styles, on a `TestClock`.
+/// The async styles, on a `VirtualClock`.
 ///
 /// The driver waits for a milestone, then for the retrier's sleeper, and moves time to its deadline (or halfway, then
 /// cancels the task). Time never moves while an attempt runs, so a timeout racing an attempt that completes at once
 /// can never fire early.
 private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async -> ParityRun {
     let progress = ParityProgress()
-    let clock = TestClock()
+    let clock = VirtualClock()
     let recorder = ParityRecorder()
     let task = Task { () -> Result<String, any Error> in
         defer { progress.close() }
         if scenario.cancel == .beforeStart {
             withUnsafeCurrentTask { $0?.cancel() }
         }
-        let backoff = scenario.backoff(TestClock.self)
+        let backoff = scenario.backoff(VirtualClock.self)
         do {
             if style == .withRetry {
                 return .success(
@@ -513,7 +513,7 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
                         count += 1
                         return count
                     }
-                    let elapsed = TestClock.Instant.zero.duration(to: clock.now)
+                    let elapsed = VirtualClock.Instant.zero.duration(to: clock.now)
                     recorder.append(
                         .started(RetryAttempt(number: number, maxAttempts: scenario.maxAttempts, elapsed: elapsed)))
                     return try await scenario.perform(number, progress)

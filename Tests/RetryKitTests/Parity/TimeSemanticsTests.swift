@@ -1,5 +1,5 @@
 // Issue 15.5, "one meaning of time": the completion-handler runner and the async runner measure waits, attempt timeouts
-// and the total deadline alike. On virtual time (a `TestScheduler` for the one, a `TestClock` for the other) a policy
+// and the total deadline alike. On virtual time (a `VirtualScheduler` for the one, a `VirtualClock` for the other) a policy
 // run in either style starts its attempts at the same instants and ends at the same instant for the same reason.
 
 import Dispatch
@@ -54,7 +54,7 @@ struct TimeSemanticsTests {
     }
 
     private func callbackTimeline(_ policy: RetryPolicy, hangs: Bool) -> Timeline {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let log = TimelineLog()
         let queue = DispatchQueue(label: "time-semantics")
         policy.execute(
@@ -74,7 +74,7 @@ struct TimeSemanticsTests {
     }
 
     private func asyncTimeline(_ policy: RetryPolicy, hangs: Bool) async -> Timeline {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let log = TimelineLog()
         let task = Task {
             try await policy.execute(

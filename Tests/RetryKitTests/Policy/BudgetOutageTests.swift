@@ -114,7 +114,7 @@ struct BudgetOutageTests {
         let budget = RetryBudget(capacity: 300, retryCost: 5, minimumBalance: 50)  // at most 50 retries
         let policy = RetryPolicy.exponentialBackoff(initialDelay: .milliseconds(100), using: PolicyTestRNG(seed: 9))
             .giveUpAfter(maxAttempts: 5).budget(budget)
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let dependency = Dependency()
         let outcomes = Locked<[Outcome]>([])
         for _ in 0..<Self.callers {
@@ -144,7 +144,7 @@ struct BudgetOutageTests {
                         let result: Result<Int, any Error>
                         do {
                             result = .success(
-                                try await policy.execute(clock: ImmediateClock()) { _ in
+                                try await policy.execute(clock: InstantClock()) { _ in
                                     try dependency.call().get()
                                 } observer: {
                                     if case .finished(let finished, _) = $0 { summary.withLock { $0 = finished } }

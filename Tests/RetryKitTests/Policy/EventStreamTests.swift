@@ -16,7 +16,7 @@ struct EventStreamTests {
     let queue = DispatchQueue(label: "event-stream-tests")
 
     @Test func callbackRunLosesNoEventEmittedBeforeTheFirstNext() async {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let (events, observer) = RetryEvent<Int>.makeStream()
         RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).execute(
             on: queue, scheduler: scheduler,
@@ -31,7 +31,7 @@ struct EventStreamTests {
     }
 
     @Test func asyncRunStreamsWhileItRuns() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let (events, observer) = RetryEvent<String>.makeStream()
         let run = Task {
             try await RetryPolicy.constantDelay(.seconds(5)).execute(
@@ -51,7 +51,7 @@ struct EventStreamTests {
     }
 
     @Test func aGatedRunEndsTheStreamOnlyOnceAtItsEnd() async {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         let (events, observer) = RetryEvent<Int>.makeStream()
         let hooks = CBCounter()
@@ -78,7 +78,7 @@ struct EventStreamTests {
             let (stream, observer) = RetryEvent<Int>.makeStream()
             events = stream
             let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).values(
-                clock: ImmediateClock(), { _ in calls.increment() }, observer: observer)
+                clock: InstantClock(), { _ in calls.increment() }, observer: observer)
             var iterator = sequence.makeAsyncIterator()
             _ = try await iterator.next()
             _ = try await iterator.next()
@@ -88,7 +88,7 @@ struct EventStreamTests {
     }
 
     @Test func aLateDuplicateAfterFinishedIsDropped() async {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let (events, observer) = RetryEvent<Int>.makeStream()
         let done = CBSlot<AttemptCompletion<Int>>()
         RetryPolicy.noDelay.execute(

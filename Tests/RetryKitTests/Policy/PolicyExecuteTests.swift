@@ -9,7 +9,7 @@ struct PolicyCallbackExecuteTests {
     let queue = DispatchQueue(label: "policy-callback-tests")
 
     @Test func backoffLimitsAndEventsComeFromThePolicy() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
             maxAttempts: 3)
@@ -28,7 +28,7 @@ struct PolicyCallbackExecuteTests {
     }
 
     @Test func giveUpOnErrorsStopsWithTheMatchingError() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         RetryPolicy.constantDelay(.seconds(1)).giveUpOnErrors { $0 is PolicyFatal }.execute(
             on: queue, scheduler: scheduler,
@@ -41,7 +41,7 @@ struct PolicyCallbackExecuteTests {
     }
 
     @Test func giveUpAfterTimeoutAndAttemptTimeout() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let hooks = CBCounter()
         RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(.seconds(1)).execute(
@@ -58,7 +58,7 @@ struct PolicyCallbackExecuteTests {
     }
 
     @Test func oneValueRunsManyIndependentJobs() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 4)
         let recorders = (0..<20).map { _ in CBRecorder<Int>() }
         for (job, recorder) in recorders.enumerated() {
@@ -124,7 +124,7 @@ struct PolicyCallbackExecuteTests {
     }
 
     @Test func cancelDuringTheWaitCancelsTheTimer() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let handle = RetryPolicy.constantDelay(.seconds(10)).execute(
             on: queue, scheduler: scheduler, operation: { _, done in done(.failure(CBError(code: 1))) },
@@ -141,7 +141,7 @@ struct PolicyCallbackExecuteTests {
 @Suite("RetryPolicy.execute, async style")
 struct PolicyAsyncExecuteTests {
     @Test func backoffOnTheTestClockWithEvents() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let events = AsyncLog<String>()
         let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
             maxAttempts: 4)
@@ -171,14 +171,14 @@ struct PolicyAsyncExecuteTests {
         let fatal = RetryPolicy.noDelay.giveUpOnErrors { $0 is PolicyFatal }
         let calls = AsyncCounter()
         await #expect(throws: PolicyFatal.self) {
-            try await fatal.execute(clock: ImmediateClock()) { _ in
+            try await fatal.execute(clock: InstantClock()) { _ in
                 if calls.increment() == 2 { throw PolicyFatal() }
                 throw AsyncTestError(id: calls.value)
             } as Int
         }
         #expect(calls.value == 2)
 
-        let clock = TestClock()
+        let clock = VirtualClock()
         let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(
             .seconds(1))
         let task = Task {
@@ -203,7 +203,7 @@ struct PolicyAsyncExecuteTests {
     @Test func callAsFunctionAndManyJobs() async throws {
         let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3)
         let calls = AsyncCounter()
-        let value = try await policy(clock: ImmediateClock()) {
+        let value = try await policy(clock: InstantClock()) {
             if calls.increment() < 3 { throw AsyncTestError(id: calls.value) }
             return "third"
         }
@@ -212,7 +212,7 @@ struct PolicyAsyncExecuteTests {
             for job in 0..<50 {
                 group.addTask {
                     let attempts = AsyncCounter()
-                    return try await policy(clock: ImmediateClock()) {
+                    return try await policy(clock: InstantClock()) {
                         if attempts.increment() <= job % 3 { throw AsyncTestError(id: job) }
                         return job
                     }
@@ -224,7 +224,7 @@ struct PolicyAsyncExecuteTests {
         }
         let tried = AsyncCounter()
         await #expect(throws: AsyncTestError.self) {
-            _ = try await policy(clock: ImmediateClock()) { () async throws -> Int in
+            _ = try await policy(clock: InstantClock()) { () async throws -> Int in
                 throw AsyncTestError(id: tried.increment())
             }
         }
@@ -238,7 +238,7 @@ struct PolicyAsyncExecuteTests {
     }
 
     @Test func cancellingTheTaskCancelsTheRun() async {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let task = Task {
             try await RetryPolicy.constantDelay(.seconds(60)).execute(clock: clock) { _ -> Int in
                 throw AsyncTestError(id: 1)
@@ -257,7 +257,7 @@ private actor PolicyOwner {
         let events = AsyncCounter()
         var policy = RetryPolicy.noDelay
         if gated { policy = policy.onlyWhen(RetryCondition(true)) }
-        let value = try await policy.execute(clock: ImmediateClock()) { _ in
+        let value = try await policy.execute(clock: InstantClock()) { _ in
             if calls.increment() < 2 { throw AsyncTestError(id: 1) }
             return calls.value
         } observer: { _ in

@@ -32,7 +32,7 @@ struct RepeatingCallbackTests {
     let queue = DispatchQueue(label: "repeating-callback-tests")
 
     @Test func everySuccessReachesOnValueAndThePolicyStartsAfreshAfterEach() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         // Calls 1, 3 and 6 succeed; from call 7 on everything fails.
         let script = Script { [1, 3, 6].contains($0) }
         let values = Locked<[Int]>([])
@@ -64,7 +64,7 @@ struct RepeatingCallbackTests {
     }
 
     @Test func cancelDuringThePauseCancelsTheTimer() async {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let values = CBCounter()
         let errors = Locked<[any Error]>([])
         let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(30)).execute(
@@ -81,7 +81,7 @@ struct RepeatingCallbackTests {
     }
 
     @Test func cancelDuringAnAttemptRunsItsCancelHook() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let hooks = CBCounter()
         let errors = Locked<[any Error]>([])
         let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).execute(
@@ -96,7 +96,7 @@ struct RepeatingCallbackTests {
     }
 
     @Test func cancellingFromOnValueStopsTheRepetition() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let values = CBCounter()
         let handle = CBSlot<RetryHandle<Never>>()
         handle.set(
@@ -111,7 +111,7 @@ struct RepeatingCallbackTests {
     }
 
     @Test func theConditionGatesEachRepetition() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         let times = Locked<[Duration]>([])
         let errors = Locked<[any Error]>([])
@@ -135,7 +135,7 @@ struct RepeatingCallbackTests {
     }
 
     @Test func asyncOperationsRepeatFromCallbackCode() async {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let values = Locked<[Int]>([])
         let calls = AsyncCounter()
         let errors = Locked<[any Error]>([])
@@ -162,7 +162,7 @@ struct RepeatingCallbackTests {
     }
 
     @Test func nothingIsRetainedAfterTheRepetitionEnds() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let weakCanary: CBWeak<CBCanary>
         let handle: RetryHandle<Never>
         do {
@@ -186,14 +186,14 @@ struct RepeatingCallbackTests {
 @Suite("repeating(withDelay:), async style")
 struct RepeatingAsyncTests {
     @Test func valuesPauseAfterEachSuccessOnTheClockAndThePolicyStartsAfresh() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let script = Script { [1, 3, 6].contains($0) }
         let events = AsyncLog<String>()
         let sequence = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(
             withDelay: .seconds(10)
         )
         .values(clock: clock) { _ in
-            try script.run(at: TestClock.Instant.zero.duration(to: clock.now)).get()
+            try script.run(at: VirtualClock.Instant.zero.duration(to: clock.now)).get()
         } observer: { event in
             events.append(asyncEventLine(event))
         }
@@ -215,14 +215,14 @@ struct RepeatingAsyncTests {
 
     @Test func theSequenceEndsAfterItThrows() async throws {
         var iterator = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: .seconds(1))
-            .values(clock: ImmediateClock()) { attempt -> Int in throw CBError(code: attempt.number) }
+            .values(clock: InstantClock()) { attempt -> Int in throw CBError(code: attempt.number) }
             .makeAsyncIterator()
         await #expect(throws: CBError(code: 2)) { _ = try await iterator.next() }
         #expect(try await iterator.next() == nil)
     }
 
     @Test func cancellingTheConsumerEndsTheSequenceDuringThePause() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let events = AsyncLog<String>()
         let calls = AsyncCounter()
         let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(60)).values(clock: clock) { _ in
@@ -244,7 +244,7 @@ struct RepeatingAsyncTests {
     }
 
     @Test func droppingTheIteratorLeavesNothingRunning() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let calls = AsyncCounter()
         let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).values(clock: clock) { _ in
             calls.increment()
@@ -264,10 +264,10 @@ struct RepeatingAsyncTests {
     }
 
     @Test func aSlowConsumerDelaysTheNextRunOnlyBeyondThePause() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let times = AsyncLog<Duration>()
         let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(10)).values(clock: clock) { _ in
-            times.append(TestClock.Instant.zero.duration(to: clock.now))
+            times.append(VirtualClock.Instant.zero.duration(to: clock.now))
             return times.values.count
         }
         let task = Task {
@@ -283,7 +283,7 @@ struct RepeatingAsyncTests {
     }
 
     @Test func theConditionGatesEachRepetitionAndItsEndEndsTheSequence() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let condition = RetryCondition(true)
         let calls = AsyncCounter()
         let sequence = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) {

@@ -247,7 +247,7 @@ struct ConditionCallbackTests {
     let queue = DispatchQueue(label: "condition-callback-tests")
 
     @Test func waitsWithoutBurningAttemptsAndStartsAfreshEachTimeItOpens() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(false)
         let recorder = CBRecorder<Int>()
         let calls = CBCounter()
@@ -288,7 +288,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func closingAbandonsTheRunningAttemptThroughItsCancelHook() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         let recorder = CBRecorder<Int>()
         let dones = Locked<[AttemptCompletion<Int>]>([])
@@ -322,7 +322,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func chainedConditionsMustAllHold() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let online = RetryCondition(true)
         let signedIn = RetryCondition(false)
         let recorder = CBRecorder<Int>()
@@ -347,7 +347,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func anyChainedConditionEndingWhileClosedEndsTheRun() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let online = RetryCondition(true)
         let signedIn = RetryCondition(false)
         let recorder = CBRecorder<Int>()
@@ -365,7 +365,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func interruptingAWaitReportsNoExtraFailure() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         let recorder = CBRecorder<Int>()
         let calls = CBCounter()
@@ -387,7 +387,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func endingWhileClosedFinishesWithConditionEndedAndTheLastError() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         let recorder = CBRecorder<Int>()
         RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
@@ -407,7 +407,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func endingWithoutEverPublishingFinishesAtOnce() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let condition = RetryCondition()
         RetryPolicy.noDelay.onlyWhen(condition).execute(
@@ -430,7 +430,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func endingWhileOpenLetsTheRunGoOn() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         condition.finish()
         let recorder = CBRecorder<Int>()
@@ -444,7 +444,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func registeredAndAsyncSequenceSourcesGateRunsToo() async {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let update = CBSlot<RetryCondition.Update>()
         let registered = RetryCondition { sink in
             update.set(sink)
@@ -471,7 +471,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func cancelWhileWaitingForTheCondition() async throws {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(false)
         let recorder = CBRecorder<Int>()
         let handle = RetryPolicy.noDelay.onlyWhen(condition).execute(
@@ -491,7 +491,7 @@ struct ConditionCallbackTests {
     }
 
     @Test func nothingIsRetainedAfterAGatedRunEnds() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         let recorder = CBRecorder<Int>()
         let weakCanary: CBWeak<CBCanary>
@@ -522,7 +522,7 @@ struct ConditionCallbackTests {
 @Suite("onlyWhen, async style")
 struct ConditionAsyncTests {
     @Test func waitsWithoutBurningAttemptsAndStartsAfreshEachTimeItOpens() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let condition = RetryCondition(false)
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
@@ -564,7 +564,7 @@ struct ConditionAsyncTests {
         let started = AsyncSignal()
         let cancelled = AsyncSignal()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: ImmediateClock()) { _ in
+            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: InstantClock()) { _ in
                 if calls.increment() == 1 {
                     started.fire()
                     do {
@@ -586,7 +586,7 @@ struct ConditionAsyncTests {
     }
 
     @Test func anInterruptedAttemptReportsAFailure() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let condition = RetryCondition(true)
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
@@ -612,7 +612,7 @@ struct ConditionAsyncTests {
     }
 
     @Test func chainedConditionsMustAllHold() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let online = RetryCondition(true)
         let signedIn = RetryCondition(false)
         let calls = AsyncCounter()
@@ -635,7 +635,7 @@ struct ConditionAsyncTests {
     }
 
     @Test func endingWhileClosedThrowsConditionEndedWithTheLastError() async {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let condition = RetryCondition(true)
         let task = Task {
             try await RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
@@ -663,7 +663,7 @@ struct ConditionAsyncTests {
         silent.finish()
         let events = AsyncLog<String>()
         do {
-            _ = try await RetryPolicy.noDelay.onlyWhen(silent).execute(clock: ImmediateClock()) { _ in
+            _ = try await RetryPolicy.noDelay.onlyWhen(silent).execute(clock: InstantClock()) { _ in
                 1
             } observer: {
                 events.append(asyncEventLine($0))
@@ -678,7 +678,7 @@ struct ConditionAsyncTests {
         let open = RetryCondition(true)
         open.finish()
         let calls = AsyncCounter()
-        let value = try await RetryPolicy.noDelay.onlyWhen(open).execute(clock: ImmediateClock()) { _ in
+        let value = try await RetryPolicy.noDelay.onlyWhen(open).execute(clock: InstantClock()) { _ in
             if calls.increment() < 3 { throw AsyncTestError(id: 0) }
             return "done"
         }
@@ -689,19 +689,19 @@ struct ConditionAsyncTests {
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
         let policy = RetryPolicy.noDelay.onlyWhen(stream)
         let calls = AsyncCounter()
-        let task = Task { try await policy.execute(clock: ImmediateClock()) { _ in calls.increment() } }
+        let task = Task { try await policy.execute(clock: InstantClock()) { _ in calls.increment() } }
         #expect(await cbWait { policy.condition?.observerCount == 1 })
         #expect(calls.value == 0)
         continuation.yield(true)
         #expect(try await task.value == 1)
 
-        let second = Task { try await policy.execute(clock: ImmediateClock()) { _ in calls.increment() } }
+        let second = Task { try await policy.execute(clock: InstantClock()) { _ in calls.increment() } }
         #expect(try await second.value == 2, "the latest value is shared by every run")
         continuation.yield(false)
         continuation.finish()
         #expect(await cbWait { policy.condition?.isFinished == true })
         await #expect(throws: RetryError.self) {
-            _ = try await policy.execute(clock: ImmediateClock()) { _ in calls.increment() }
+            _ = try await policy.execute(clock: InstantClock()) { _ in calls.increment() }
         }
     }
 
@@ -709,7 +709,7 @@ struct ConditionAsyncTests {
         let condition = RetryCondition(false)
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: ImmediateClock()) { _ in
+            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: InstantClock()) { _ in
                 1
             } observer: {
                 events.append(asyncEventLine($0))

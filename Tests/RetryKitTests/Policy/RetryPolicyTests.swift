@@ -117,7 +117,7 @@ struct RetryPolicyConfigurationTests {
             .jitter(using: PolicyTestRNG(seed: 11))
         let reference = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2).max(.seconds(30))
             .jitter(using: PolicyTestRNG(seed: 11))
-        let onTestClock: BackoffStrategy<TestClock> = strategy.retagged()
+        let onTestClock: BackoffStrategy<VirtualClock> = strategy.retagged()
         // Alternating draws from the two copies continue one sequence: the reference's.
         var mixed: [Duration] = []
         for x in 0..<6 {
@@ -126,16 +126,16 @@ struct RetryPolicyConfigurationTests {
         #expect(mixed == (0..<6).map { reference.delay(forRetry: $0) })
         let decorrelated = BackoffStrategy<ContinuousClock>.decorrelatedJitter(
             base: .seconds(1), cap: .seconds(9), using: PolicyTestRNG(seed: 5))
-        let decorrelatedReference = BackoffStrategy<ImmediateClock>.decorrelatedJitter(
+        let decorrelatedReference = BackoffStrategy<InstantClock>.decorrelatedJitter(
             base: .seconds(1), cap: .seconds(9), using: PolicyTestRNG(seed: 5))
-        let retagged: BackoffStrategy<ImmediateClock> = decorrelated.retagged()
+        let retagged: BackoffStrategy<InstantClock> = decorrelated.retagged()
         #expect(
             retagged.delay(forRetry: 3, previous: .seconds(2))
                 == decorrelatedReference.delay(forRetry: 3, previous: .seconds(2)))
         let custom = BackoffStrategy<ContinuousClock>.custom { .seconds($0) }.min(.seconds(2))
-        #expect((custom.retagged() as BackoffStrategy<TestClock>).delay(forRetry: 5) == .seconds(5))
+        #expect((custom.retagged() as BackoffStrategy<VirtualClock>).delay(forRetry: 5) == .seconds(5))
         #expect(
-            (RetryStrategy<ContinuousClock>.retryAfter(.seconds(3)).retagged() as RetryStrategy<TestClock>)
+            (RetryStrategy<ContinuousClock>.retryAfter(.seconds(3)).retagged() as RetryStrategy<VirtualClock>)
                 .isRetryAfter(.seconds(3)))
     }
 }
@@ -160,7 +160,7 @@ struct RetryPolicyInvalidTests {
     @Test(arguments: 0..<invalid.count)
     func callbackStyleFinishesWithInvalidConfiguration(index: Int) {
         let (name, policy) = Self.invalid[index]
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let calls = CBCounter()
         policy.execute(
@@ -183,7 +183,7 @@ struct RetryPolicyInvalidTests {
         let (name, policy) = Self.invalid[index]
         let calls = AsyncCounter()
         do {
-            _ = try await policy.execute(clock: ImmediateClock()) { _ in calls.increment() }
+            _ = try await policy.execute(clock: InstantClock()) { _ in calls.increment() }
             Issue.record("\(name): no error")
         } catch let error as RetryError {
             guard case .invalidConfiguration = error.reason else {
@@ -197,7 +197,7 @@ struct RetryPolicyInvalidTests {
     }
 
     @Test func repeatingWithAnInvalidPolicyEndsAtOnce() async throws {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let errors = Locked<[any Error]>([])
         RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0).repeating(withDelay: .seconds(1)).execute(
             on: DispatchQueue(label: "invalid-repeat"), scheduler: scheduler,
@@ -207,7 +207,7 @@ struct RetryPolicyInvalidTests {
         scheduler.run()
         #expect(errors.withLock { $0.count } == 1)
         var iterator = RetryPolicy.noDelay.giveUpAfter(timeout: .seconds(-1)).repeating(withDelay: .zero)
-            .values(clock: ImmediateClock()) { _ in 1 }.makeAsyncIterator()
+            .values(clock: InstantClock()) { _ in 1 }.makeAsyncIterator()
         await #expect(throws: RetryError.self) { _ = try await iterator.next() }
         #expect(try await iterator.next() == nil)
     }

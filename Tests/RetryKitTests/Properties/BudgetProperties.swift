@@ -65,7 +65,7 @@ struct BudgetProperties {
         }
     }
 
-    @Test("the bound holds for retriers run from async code on a TestClock")
+    @Test("the bound holds for retriers run from async code on a VirtualClock")
     func boundAsync() async {
         await checkProperty("budget bound, async") { random in
             SharedBudgetCase(
@@ -102,10 +102,10 @@ struct BudgetProperties {
     }
 }
 
-/// Runs the retriers of `testCase` on one `TestScheduler` through policies sharing one budget; returns the problems.
+/// Runs the retriers of `testCase` on one `VirtualScheduler` through policies sharing one budget; returns the problems.
 private func boundProblems(_ testCase: SharedBudgetCase) -> [String] {
     let budget = testCase.budget.make()
-    let scheduler = TestScheduler()
+    let scheduler = VirtualScheduler()
     let queue = DispatchQueue(label: "budget")
     let retries = AsyncCounter()
     let completions = AsyncCounter()
@@ -132,10 +132,10 @@ private func boundProblems(_ testCase: SharedBudgetCase) -> [String] {
     return found
 }
 
-/// Runs the retriers of `testCase` one after the other from async code on a `TestClock`, sharing one budget.
+/// Runs the retriers of `testCase` one after the other from async code on a `VirtualClock`, sharing one budget.
 private func asyncBoundProblems(_ testCase: SharedBudgetCase) async -> [String] {
     let budget = testCase.budget.make()
-    let clock = TestClock()
+    let clock = VirtualClock()
     let retries = AsyncCounter()
     var policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: testCase.maxAttempts).budget(budget)
     if testCase.timeouts { policy = policy.attemptTimeout(.seconds(1)) }

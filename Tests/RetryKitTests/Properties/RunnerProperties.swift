@@ -4,8 +4,8 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
-/// The same random retriers through every style: the callback runner on a `TestScheduler`, the async runners
-/// (`retry`, the seed-compatible `retry`, `withRetry`) and policies on a `TestClock`. Properties: no trap, exactly one
+/// The same random retriers through every style: the callback runner on a `VirtualScheduler`, the async runners
+/// (`retry`, the seed-compatible `retry`, `withRetry`) and policies on a `VirtualClock`. Properties: no trap, exactly one
 /// completion, attempts never exceed `maxAttempts`, every wait lies in `[0, limit]` and under its cap.
 @Suite("Properties: every style")
 struct RunnerProperties {
@@ -28,10 +28,10 @@ struct RunnerProperties {
                 script: [.fail, .fail, .fail])
         }
 
-    @Test("callback retry on a TestScheduler, and its handle's async value")
+    @Test("callback retry on a VirtualScheduler, and its handle's async value")
     func callback() async {
         await checkProperty("callback retry", edgeCases: Self.edges, generate: RetrierCase.generate) { testCase in
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let queue = DispatchQueue(label: "property")
             let events = AsyncLog<RetryEvent<Int>>()
             let completions = AsyncLog<RetrySummary>()
@@ -65,10 +65,10 @@ struct RunnerProperties {
         }
     }
 
-    @Test("async retry on a TestClock")
+    @Test("async retry on a VirtualClock")
     func asyncRetry() async {
         await checkProperty("async retry", edgeCases: Self.edges, generate: RetrierCase.generate) { testCase in
-            let clock = TestClock()
+            let clock = VirtualClock()
             let events = AsyncLog<RetryEvent<Int>>()
             let task = Task {
                 try await retry(
@@ -83,10 +83,10 @@ struct RunnerProperties {
         }
     }
 
-    @Test("withRetry on a TestClock")
+    @Test("withRetry on a VirtualClock")
     func withRetryBridge() async {
         await checkProperty("withRetry", edgeCases: Self.edges, generate: RetrierCase.generate) { testCase in
-            let clock = TestClock()
+            let clock = VirtualClock()
             let events = AsyncLog<RetryEvent<Int>>()
             let operation = scriptedAsyncOperation(testCase, clock: clock)
             let task = Task {
@@ -107,7 +107,7 @@ struct RunnerProperties {
         }
     }
 
-    @Test("seed-compatible retry on a TestClock: attempts and waits, with any tolerance")
+    @Test("seed-compatible retry on a VirtualClock: attempts and waits, with any tolerance")
     func seedRetry() async {
         await checkProperty("seed-compatible retry", edgeCases: Self.edges, generate: RetrierCase.generate) {
             testCase in
@@ -142,8 +142,8 @@ struct RunnerProperties {
         await checkProperty("policies", generate: PolicyCase.generate) { policyCase in
             var found: [String] = []
             let testCase = policyCase.retrier
-            // Callback style, on a TestScheduler.
-            let scheduler = TestScheduler()
+            // Callback style, on a VirtualScheduler.
+            let scheduler = VirtualScheduler()
             let queue = DispatchQueue(label: "property")
             let events = AsyncLog<RetryEvent<Int>>()
             let completions = AsyncLog<RetrySummary>()
@@ -154,8 +154,8 @@ struct RunnerProperties {
             scheduler.run()
             found += eventProblems(events.values, for: testCase).map { "callback: \($0)" }
             if completions.values.count != 1 { found.append("callback: \(completions.values.count) completions") }
-            // Async style, on a TestClock.
-            let clock = TestClock()
+            // Async style, on a VirtualClock.
+            let clock = VirtualClock()
             let asyncEvents = AsyncLog<RetryEvent<Int>>()
             let task = Task {
                 try await policyCase.policy.execute(
@@ -211,7 +211,7 @@ extension RunnerProperties {
         ) { delay in
             // Each attempt completes 1 ms after it starts (a zero pause after an instant success would loop forever
             // in virtual time): attempts start 1 ms + the clamped delay apart.
-            let scheduler = TestScheduler()
+            let scheduler = VirtualScheduler()
             let queue = DispatchQueue(label: "property")
             let starts = AsyncLog<Duration>()
             let ended = AsyncLog<String>()
@@ -243,13 +243,13 @@ extension RunnerProperties {
     }
 }
 
-/// A `TestClock` that records how long each sleep asked to wait.
+/// A `VirtualClock` that records how long each sleep asked to wait.
 final class RecordingClock: Clock, Sendable {
-    typealias Instant = TestClock.Instant
+    typealias Instant = VirtualClock.Instant
     typealias Duration = Swift.Duration
 
     /// The clock that keeps the time and the sleepers.
-    let base = TestClock()
+    let base = VirtualClock()
     /// The wait of every sleep, from the time it was asked for.
     let sleeps = AsyncLog<Duration>()
 
@@ -263,7 +263,7 @@ final class RecordingClock: Clock, Sendable {
 }
 
 /// A completion-handler operation that follows `testCase.script`, with late completions on `scheduler`.
-func scriptedCallbackOperation(_ testCase: RetrierCase, scheduler: TestScheduler, queue: DispatchQueue)
+func scriptedCallbackOperation(_ testCase: RetrierCase, scheduler: VirtualScheduler, queue: DispatchQueue)
     -> @Sendable (RetryAttempt, AttemptCompletion<Int>) -> Void
 {
     { attempt, done in
@@ -281,7 +281,7 @@ func scriptedCallbackOperation(_ testCase: RetrierCase, scheduler: TestScheduler
 }
 
 /// An async operation that follows `testCase.script`, sleeping on `clock` for late completions and hangs.
-func scriptedAsyncOperation(_ testCase: RetrierCase, clock: TestClock) -> @Sendable (RetryAttempt) async throws -> Int {
+func scriptedAsyncOperation(_ testCase: RetrierCase, clock: VirtualClock) -> @Sendable (RetryAttempt) async throws -> Int {
     { attempt in
         switch testCase.script(for: attempt.number) {
         case .fail: throw ScriptedFailure(attempt: attempt.number)

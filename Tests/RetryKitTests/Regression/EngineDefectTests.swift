@@ -35,15 +35,15 @@ private final class Keeper<Value: Sendable>: Sendable {
     var get: Value? { value.withLock { $0 } }
 }
 
-/// A clock whose `sleep` ignores the sleeping task's cancellation: it sleeps on a `TestClock` from a task of its own
+/// A clock whose `sleep` ignores the sleeping task's cancellation: it sleeps on a `VirtualClock` from a task of its own
 /// and returns only when that clock reaches the deadline. A legitimate `Clock`, if an impolite one.
 private struct UncancellableClock: Clock {
-    let base: TestClock
+    let base: VirtualClock
 
-    var now: TestClock.Instant { base.now }
+    var now: VirtualClock.Instant { base.now }
     var minimumResolution: Duration { base.minimumResolution }
 
-    func sleep(until deadline: TestClock.Instant, tolerance: Duration?) async throws {
+    func sleep(until deadline: VirtualClock.Instant, tolerance: Duration?) async throws {
         let base = self.base
         try await Task { try await base.sleep(until: deadline, tolerance: tolerance) }.value
     }
@@ -56,7 +56,7 @@ struct EngineDefectTests {
     @Test("withRetry with an attempt timeout lets go of its state when it returns")
     func withRetryWithAnAttemptTimeoutDoesNotLeak() async throws {
         let sink = WeakBox()
-        let value = try await withRetry(maxAttempts: 2, attemptTimeout: .seconds(60), clock: TestClock()) {
+        let value = try await withRetry(maxAttempts: 2, attemptTimeout: .seconds(60), clock: VirtualClock()) {
             (_, done: AttemptCompletion<Int>) in
             sink.set(done.sink)
             done(.success(1))
@@ -67,7 +67,7 @@ struct EngineDefectTests {
 
     @Test("withRetry lets go of an attempt that timed out, once the operation lets go of its completion")
     func aTimedOutAttemptDoesNotLeak() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let sink = WeakBox()
         let kept = Keeper<AttemptCompletion<Int>>()
         let task = Task {
@@ -148,7 +148,7 @@ struct EngineDefectTests {
 
     @Test("After the completion, a callback retrier keeps none of the caller's closures, even while done is kept")
     func theCallbackRunnerLetsGoOfTheCallersClosures() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let queue = DispatchQueue(label: "retention")
         let kept = Keeper<AttemptCompletion<Int>>()
         let recorder = CBRecorder<Int>()
@@ -171,7 +171,7 @@ struct EngineDefectTests {
     /// Starts a callback retrier (fail, then succeed after a 1 s wait) whose operation, strategy, observer and completion
     /// all capture one object, and returns a weak reference to it.
     private func startRetrierCapturingACanary(
-        on queue: DispatchQueue, scheduler: TestScheduler, keeping kept: Keeper<AttemptCompletion<Int>>,
+        on queue: DispatchQueue, scheduler: VirtualScheduler, keeping kept: Keeper<AttemptCompletion<Int>>,
         recorder: CBRecorder<Int>
     ) -> CBWeak<CBCanary> {
         let canary = CBCanary()
@@ -203,7 +203,7 @@ struct EngineDefectTests {
         "Cancelling a task waiting on its backoff ends it at once, whatever the clock's sleep does",
         arguments: ["retry", "retry observed", "withRetry"])
     func cancellingAWaitEndsItAtOnce(style: String) async throws {
-        let base = TestClock()
+        let base = VirtualClock()
         let clock = UncancellableClock(base: base)
         let task = Task<Int, any Error> {
             let strategy: @Sendable (any Error) -> RetryStrategy<UncancellableClock> = { _ in
@@ -243,7 +243,7 @@ struct EngineDefectTests {
         "An attempt that ends before its timeout does not wait for the clock's sleep to end",
         arguments: ["retry observed", "withRetry"])
     func anAttemptTimerEndsWithItsAttempt(style: String) async throws {
-        let base = TestClock()
+        let base = VirtualClock()
         let clock = UncancellableClock(base: base)
         let task = Task<Int, any Error> {
             switch style {
@@ -269,7 +269,7 @@ struct EngineDefectTests {
 
     /// Whether `task` ends without `base` moving. If it has not within 10 s, moves `base` until it does, so that the
     /// test fails instead of hanging.
-    private func endsWhileTimeStandsStill(_ task: Task<Int, any Error>, _ base: TestClock) async -> Bool {
+    private func endsWhileTimeStandsStill(_ task: Task<Int, any Error>, _ base: VirtualClock) async -> Bool {
         let ended = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
                 _ = await task.result

@@ -78,7 +78,7 @@ final class AsyncSignal: Sendable {
 /// A clock that records every read of `now` and every sleep, and returns from sleeps at once (or throws a scripted
 /// error). Used to prove that `.none` never touches the clock.
 final class AsyncRecordingClock: Clock, Sendable {
-    typealias Instant = TestClock.Instant
+    typealias Instant = VirtualClock.Instant
     typealias Duration = Swift.Duration
 
     private struct State {

@@ -233,7 +233,7 @@ func cbWait(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> 
 /// operations) make progress in between; with `jumpingTimers`, also moves virtual time to the next timer whenever
 /// nothing is due. Gives up after `timeout` of real time.
 func cbPump(
-    _ scheduler: TestScheduler, jumpingTimers: Bool = false, timeout: Duration = .seconds(10),
+    _ scheduler: VirtualScheduler, jumpingTimers: Bool = false, timeout: Duration = .seconds(10),
     until condition: () -> Bool
 ) async -> Bool {
     let clock = ContinuousClock()

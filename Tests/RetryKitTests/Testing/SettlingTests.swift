@@ -4,15 +4,15 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
-/// `TestScheduler` settling (issue 14.8): virtual time moves only once tracked real work has reached its next wait,
+/// `VirtualScheduler` settling (issue 14.8): virtual time moves only once tracked real work has reached its next wait,
 /// so an attempt timeout fires only when virtual time really passes it.
-@Suite("TestScheduler: settling real work")
+@Suite("VirtualScheduler: settling real work")
 struct SettlingTests {
     let queue = DispatchQueue(label: "settling-tests")
 
     @Test("An attempt whose result arrives through a real queue hop succeeds; its timeout never fires")
     func queueHopBeatsTheTimeout() async throws {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         retry(
             attemptTimeout: .seconds(5), on: queue, scheduler: scheduler,
@@ -31,7 +31,7 @@ struct SettlingTests {
 
     @Test("Task hops and backoffs: every attempt's result arrives before time moves")
     func tasksAndBackoffs() async throws {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         retry(
             maxAttempts: 3, attemptTimeout: .seconds(1), on: queue, scheduler: scheduler,
@@ -53,7 +53,7 @@ struct SettlingTests {
 
     @Test("Work that never calls back still times out, when virtual time passes the timeout")
     func untrackedSilenceTimesOut() async throws {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         retry(
             maxAttempts: 2, attemptTimeout: .seconds(5), on: queue, scheduler: scheduler,
@@ -70,7 +70,7 @@ struct SettlingTests {
 
     @Test("Settling runs the work tracked work schedules for now, while it waits")
     func settlingRunsWorkDueNowWhileWaiting() async throws {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let steps = Locked<[String]>([])
         let later = Locked(false)
         _ = scheduler.schedule(after: .seconds(1)) { later.withLock { $0 = true } }
@@ -94,17 +94,17 @@ struct SettlingTests {
 
     @Test("Tracked work that never finishes ends the wait with a clear error, and time does not move")
     func unfinishedWorkThrows() async throws {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let fired = Locked(false)
         _ = scheduler.schedule(after: .seconds(1)) { fired.withLock { $0 = true } }
         let work = scheduler.beginTrackedWork()
-        await #expect(throws: TestScheduler.SettleTimeout.self) {
+        await #expect(throws: VirtualScheduler.SettleTimeout.self) {
             try await scheduler.advance(by: .seconds(5), settlingWithin: .milliseconds(50))
         }
         do {
             try await scheduler.settle(timeout: .milliseconds(20))
             Issue.record("settle returned with tracked work running")
-        } catch let error as TestScheduler.SettleTimeout {
+        } catch let error as VirtualScheduler.SettleTimeout {
             #expect(error.unfinishedWork == 1)
             #expect(error.now == .zero)
             #expect(error.description.contains("1 piece(s) of tracked work still running"))
@@ -126,7 +126,7 @@ struct SettlingTests {
     }
 }
 
-extension TestScheduler {
+extension VirtualScheduler {
     /// `schedule(after:on:_:)` on an arbitrary queue (the scheduler ignores it).
     fileprivate func schedule(after delay: Duration, _ work: @escaping @Sendable () -> Void) -> Token {
         schedule(after: delay, on: .global(), work)

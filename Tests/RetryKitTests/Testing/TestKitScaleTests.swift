@@ -12,18 +12,18 @@ import Testing
 struct TestKitScaleTests {
     let queue = DispatchQueue(label: "test-kit-scale")
 
-    // MARK: - TestScheduler
+    // MARK: - VirtualScheduler
 
     @Test("20,000 items run in (deadline, order of scheduling) order; cancelled ones never run")
     func schedulerOrdersAndCancelsAtScale() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         var generator = SeededRandomNumberGenerator(seed: 13_01)
         let count = 20_000
         // Few distinct deadlines, so that most items share theirs with thousands of others.
         let milliseconds = (0..<count).map { _ in Int(generator.next() % 50) }
         let deadlines = milliseconds.map { Duration.milliseconds($0) }
         let ran = Locked<[Int]>([])
-        var tokens: [TestScheduler.Token] = []
+        var tokens: [VirtualScheduler.Token] = []
         tokens.reserveCapacity(count)
         for (index, deadline) in deadlines.enumerated() {
             tokens.append(scheduler.schedule(after: deadline, on: queue) { ran.withLock { $0.append(index) } })
@@ -54,7 +54,7 @@ struct TestKitScaleTests {
 
     @Test("Items scheduled while running keep the FIFO order among equal deadlines")
     func schedulerFIFOWithReentrantScheduling() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let ran = Locked<[String]>([])
         @Sendable func note(_ label: String) -> @Sendable () -> Void { { ran.withLock { $0.append(label) } } }
         for index in 0..<1_000 {
@@ -72,11 +72,11 @@ struct TestKitScaleTests {
 
     @Test("Cancelling most items, then scheduling more, keeps the order and the count right")
     func schedulerCancelChurn() {
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let ran = Locked<[Int]>([])
         var live: [Int] = []
         for round in 0..<10 {
-            var tokens: [(Int, TestScheduler.Token)] = []
+            var tokens: [(Int, VirtualScheduler.Token)] = []
             for item in 0..<1_000 {
                 let index = round * 1_000 + item
                 let token = scheduler.schedule(after: .seconds(Int64(1_000 - item)), on: queue) {
@@ -97,7 +97,7 @@ struct TestKitScaleTests {
     @Test("No advance, delay or starting time traps, whatever its size")
     func schedulerHugeDurationsDoNotTrap() {
         let huge = Duration.seconds(Int64.max)
-        let scheduler = TestScheduler()
+        let scheduler = VirtualScheduler()
         let ran = Locked<[String]>([])
         _ = scheduler.schedule(after: .seconds(1), on: queue) { ran.withLock { $0.append("1 s") } }
         _ = scheduler.schedule(after: huge * 10, on: queue) { ran.withLock { $0.append("far") } }
@@ -115,18 +115,18 @@ struct TestKitScaleTests {
         scheduler.advance()
         #expect(ran.withLock { $0 } == ["1 s", "far", "at the end", "now"])
 
-        let early = TestScheduler(now: .seconds(Int64.min) * 18)
+        let early = VirtualScheduler(now: .seconds(Int64.min) * 18)
         #expect(early.now == .seconds(Int64.min))
         early.advance(by: huge * 18)
         #expect(early.now == .seconds(-1), "Int64.min s + Int64.max s")
-        let late = TestScheduler(now: huge * 18)
+        let late = VirtualScheduler(now: huge * 18)
         #expect(late.now == huge)
         late.run()
     }
 
     @Test("A retrier on a scheduler at the end of time still finishes")
     func retrierAtTheEndOfTime() {
-        let scheduler = TestScheduler(now: .seconds(Int64.max) - .seconds(1))
+        let scheduler = VirtualScheduler(now: .seconds(Int64.max) - .seconds(1))
         let result = Locked<Result<Int, any Error>?>(nil)
         retry(
             maxAttempts: 3, on: queue, scheduler: scheduler,
@@ -138,18 +138,18 @@ struct TestKitScaleTests {
         #expect(result.withLock { $0?.cbValue } == 3)
     }
 
-    // MARK: - TestClock
+    // MARK: - VirtualClock
 
     @Test("2,000 sleepers: deadlines in order, cancellation in bulk, every remaining sleeper woken at its deadline")
     func clockAtScale() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         var generator = SeededRandomNumberGenerator(seed: 13_02)
         let count = 2_000
         let deadlines = (0..<count).map { _ in
-            TestClock.Instant.zero.advanced(by: .seconds(1 + Int64(generator.next() % 100)))
+            VirtualClock.Instant.zero.advanced(by: .seconds(1 + Int64(generator.next() % 100)))
         }
         let tasks = deadlines.map { deadline in
-            Task { () throws -> TestClock.Instant in
+            Task { () throws -> VirtualClock.Instant in
                 try await clock.sleep(until: deadline)
                 return clock.now
             }
@@ -178,12 +178,12 @@ struct TestKitScaleTests {
 
     @Test("Sleepers due at the same instant wake first-in first-out")
     func clockFIFOAtEqualDeadlines() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let woke = Locked<[Int]>([])
         var tasks: [Task<Void, any Error>] = []
         // Registered one at a time, alternating between two deadlines, the later one registered first.
         for index in 0..<200 {
-            let deadline = TestClock.Instant.zero.advanced(by: .seconds(index % 2 == 0 ? 2 : 1))
+            let deadline = VirtualClock.Instant.zero.advanced(by: .seconds(index % 2 == 0 ? 2 : 1))
             tasks.append(
                 Task {
                     try await clock.sleep(until: deadline)
@@ -205,7 +205,7 @@ struct TestKitScaleTests {
     @Test("No advance, deadline or instant arithmetic traps, whatever its size")
     func clockHugeDurationsDoNotTrap() async throws {
         let huge = Duration.seconds(Int64.max)
-        let clock = TestClock()
+        let clock = VirtualClock()
         let far = Task { try await clock.sleep(for: huge * 18) }
         await clock.waitForSleepers()
         for _ in 0..<20 { await clock.advance(by: huge) }
@@ -213,15 +213,15 @@ struct TestKitScaleTests {
         #expect(clock.now == .zero.advanced(by: huge))
         await clock.advance(by: huge * 18)
         await clock.advance(by: .seconds(Int64.min))
-        await clock.advance(to: TestClock.Instant(offset: huge * 18))
+        await clock.advance(to: VirtualClock.Instant(offset: huge * 18))
         #expect(clock.now == .zero.advanced(by: huge))
         try await clock.sleep(for: huge)  // at the end of time: nothing later to wait for
 
-        let end = TestClock.Instant(offset: huge)
-        let start = TestClock.Instant(offset: .seconds(Int64.min))
+        let end = VirtualClock.Instant(offset: huge)
+        let start = VirtualClock.Instant(offset: .seconds(Int64.min))
         #expect(start.duration(to: end) == huge)
         #expect(end.duration(to: start) == .seconds(Int64.min))
         #expect(start.advanced(by: .seconds(Int64.min)) == start)
-        #expect(TestClock(now: TestClock.Instant(offset: huge * 18)).now == end)
+        #expect(VirtualClock(now: VirtualClock.Instant(offset: huge * 18)).now == end)
     }
 }

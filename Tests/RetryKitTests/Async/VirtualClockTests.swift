@@ -2,15 +2,15 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
-@Suite("TestClock and ImmediateClock")
-struct TestClockTests {
-    private func at(_ seconds: Int64) -> TestClock.Instant {
+@Suite("VirtualClock and InstantClock")
+struct VirtualClockTests {
+    private func at(_ seconds: Int64) -> VirtualClock.Instant {
         .zero.advanced(by: .seconds(seconds))
     }
 
     @Test("A sleeper wakes when time reaches its deadline, not before")
     func wakesAtTheDeadline() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let woke = AsyncCounter()
         let task = Task {
             try await clock.sleep(for: .seconds(5))
@@ -31,7 +31,7 @@ struct TestClockTests {
 
     @Test("A deadline that is not in the future returns at once")
     func pastDeadline() async throws {
-        let clock = TestClock(now: at(10))
+        let clock = VirtualClock(now: at(10))
         try await clock.sleep(until: at(3))
         try await clock.sleep(until: at(10))
         try await clock.sleep(for: .zero)
@@ -41,7 +41,7 @@ struct TestClockTests {
 
     @Test("Sleepers due at the same instant wake first-in first-out")
     func fifoAtTheSameInstant() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         var tasks: [Task<Void, any Error>] = []
         for index in 0..<3 {
             tasks.append(Task { try await clock.sleep(until: at(2)) })
@@ -65,7 +65,7 @@ struct TestClockTests {
 
     @Test("advance wakes due sleepers in deadline order and leaves later ones asleep")
     func advanceWakesInOrder() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let order = AsyncLog<Int>()
         var tasks: [Task<Void, any Error>] = []
         for (index, seconds) in [3, 1, 2, 9].enumerated() {
@@ -90,7 +90,7 @@ struct TestClockTests {
 
     @Test("run() wakes every sleeper and leaves time at the last deadline")
     func runWakesEverything() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let first = Task { try await clock.sleep(until: at(7)) }
         await clock.waitForSleepers(1)
         let second = Task { try await clock.sleep(until: at(3)) }
@@ -105,7 +105,7 @@ struct TestClockTests {
 
     @Test("run(until:) drives a retrier through all its waits")
     func runUntilDrivesARetrier() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let calls = AsyncCounter()
         let task = Task {
             try await retry(maxAttempts: 4, clock: clock) {
@@ -123,7 +123,7 @@ struct TestClockTests {
 
     @Test("Cancelling a sleeping task wakes it at once with CancellationError; time does not move")
     func cancellationWakesPromptly() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let task = Task { try await clock.sleep(for: .seconds(3600)) }
         await clock.waitForSleepers()
         task.cancel()
@@ -134,7 +134,7 @@ struct TestClockTests {
 
     @Test("An already-cancelled task throws without becoming a sleeper")
     func alreadyCancelled() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let task = Task {
             withUnsafeCurrentTask { $0?.cancel() }
             try await clock.sleep(for: .seconds(1))
@@ -145,7 +145,7 @@ struct TestClockTests {
 
     @Test("waitForSleepers returns when its own task is cancelled")
     func waitForSleepersIsCancellable() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let waiter = Task {
             await clock.waitForSleepers(5)
             return clock.sleeperCount
@@ -156,7 +156,7 @@ struct TestClockTests {
 
     @Test("Many sleepers racing cancellation and advances each end exactly once")
     func sleepersRaceCancellation() async throws {
-        let clock = TestClock()
+        let clock = VirtualClock()
         let outcomes = AsyncCounter()
         await withTaskGroup(of: Void.self) { group in
             for index in 0..<200 {
@@ -179,9 +179,9 @@ struct TestClockTests {
         #expect(clock.sleeperCount == 0)
     }
 
-    @Test("ImmediateClock: sleeps return at once and move time by the duration slept; copies share time")
+    @Test("InstantClock: sleeps return at once and move time by the duration slept; copies share time")
     func immediateClock() async throws {
-        let clock = ImmediateClock()
+        let clock = InstantClock()
         let copy = clock
         try await clock.sleep(for: .seconds(3))
         try await copy.sleep(for: .milliseconds(500))
@@ -197,7 +197,7 @@ struct TestClockTests {
         #expect(clock.now == .zero.advanced(by: .milliseconds(3500)))
     }
 
-    @Test("ImmediateClock as `.immediate`: a retrier's waits add up on it")
+    @Test("InstantClock as `.immediate`: a retrier's waits add up on it")
     func immediateFactory() async throws {
         let calls = AsyncCounter()
         let value = try await retry(maxAttempts: 4, clock: .immediate) {
@@ -208,7 +208,7 @@ struct TestClockTests {
         }
         #expect(value == 4)
 
-        let clock = ImmediateClock()
+        let clock = InstantClock()
         _ = try await retry(maxAttempts: 4, clock: clock) {
             if calls.increment() < 8 { throw AsyncTestError(id: calls.value) }
             return calls.value

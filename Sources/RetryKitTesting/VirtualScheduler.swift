@@ -8,7 +8,7 @@ import RetryKit
 /// minutes finishes in microseconds, and the delays it waited are visible as ``now``.
 ///
 /// ```swift
-/// let scheduler = TestScheduler()
+/// let scheduler = VirtualScheduler()
 /// retry(on: queue, scheduler: scheduler) { attempt, done in
 ///     done(.failure(Flaky()))
 /// } strategy: { _ in
@@ -39,11 +39,11 @@ import RetryKit
 ///
 /// Thread-safe: operations may call their completion (which schedules work here) from other threads while a test
 /// advances time. Work never runs while the scheduler's lock is held.
-public final class TestScheduler: RetryScheduler {
+public final class VirtualScheduler: RetryScheduler {
     /// Cancels one scheduled item; cancelling removes it (and releases its work) at once.
     public struct Token: RetryCancellable {
         fileprivate let id: DeadlineID
-        fileprivate weak var scheduler: TestScheduler?
+        fileprivate weak var scheduler: VirtualScheduler?
 
         /// Removes the item if it has not run yet.
         public func cancel() {
@@ -55,7 +55,7 @@ public final class TestScheduler: RetryScheduler {
         var now: Duration
         /// Pending work in (deadline, order of scheduling) order.
         var queue = DeadlineQueue<@Sendable () -> Void>()
-        /// Tracked work started and not finished yet (see ``TestScheduler/beginTrackedWork()``).
+        /// Tracked work started and not finished yet (see ``VirtualScheduler/beginTrackedWork()``).
         var trackedWork = 0
         /// Grows whenever something a settling wait looks at changes: work scheduled, tracked work finished.
         var generation: UInt64 = 0
@@ -168,13 +168,13 @@ public final class TestScheduler: RetryScheduler {
     /// Work running for real (on a dispatch queue, in a task) that ``settle(timeout:)`` and
     /// ``advance(by:settlingWithin:)`` wait for before they move virtual time.
     ///
-    /// Created by ``TestScheduler/beginTrackedWork()``; call ``finish()`` when the work is done. Only the first call
+    /// Created by ``VirtualScheduler/beginTrackedWork()``; call ``finish()`` when the work is done. Only the first call
     /// counts.
     public final class TrackedWork: Sendable {
-        private let scheduler: TestScheduler
+        private let scheduler: VirtualScheduler
         private let finished = Locked(false)
 
-        fileprivate init(scheduler: TestScheduler) {
+        fileprivate init(scheduler: VirtualScheduler) {
             self.scheduler = scheduler
         }
 
@@ -199,7 +199,7 @@ public final class TestScheduler: RetryScheduler {
 
         /// What went wrong and what to check, for the test's failure message.
         public var description: String {
-            "TestScheduler: \(unfinishedWork) piece(s) of tracked work still running after \(timeout) of real time, at "
+            "VirtualScheduler: \(unfinishedWork) piece(s) of tracked work still running after \(timeout) of real time, at "
                 + "virtual time \(now); virtual time was not moved. Every beginTrackedWork() needs its finish(); "
                 + "work started with track(on:_:) or trackTask(_:) must return."
         }

@@ -6,7 +6,7 @@ import RetryKit
 /// the deadline it asked for, and move time forward.
 ///
 /// ```swift
-/// let clock = TestClock()
+/// let clock = VirtualClock()
 /// let task = Task {
 ///     try await retry(maxAttempts: 3, clock: clock) { try await api.load() } strategy: { _ in
 ///         .backoff(.constant(.seconds(2)))
@@ -41,8 +41,8 @@ import RetryKit
 /// share one clock. Virtual time saturates at ±`Int64.max` seconds from the origin instead of overflowing: no
 /// deadline or advance traps, whatever its size.
 ///
-/// `TestClock` is a class: every copy of a reference sees the same time. It is safe to use from any task.
-public final class TestClock: Clock, Sendable {
+/// `VirtualClock` is a class: every copy of a reference sees the same time. It is safe to use from any task.
+public final class VirtualClock: Clock, Sendable {
     /// An instant on a virtual timeline: the time since the clock's origin.
     public struct Instant: InstantProtocol, CustomStringConvertible {
         /// The time since the origin (``zero``).
@@ -74,7 +74,7 @@ public final class TestClock: Clock, Sendable {
             lhs.offset < rhs.offset
         }
 
-        public var description: String { "TestClock.Instant(\(offset))" }
+        public var description: String { "VirtualClock.Instant(\(offset))" }
     }
 
     /// Durations are Swift's `Duration`, as RetryKit requires of its clocks.

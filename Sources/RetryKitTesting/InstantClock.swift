@@ -6,7 +6,7 @@ import RetryKit
 /// instantly, and ``now`` still tells how long they would have waited.
 ///
 /// ```swift
-/// let clock = ImmediateClock()
+/// let clock = InstantClock()
 /// let value = try await retry(maxAttempts: 5, clock: clock) { try await flaky() } strategy: { _ in
 ///     .backoff(.exponential(a: .seconds(1), b: 2))
 /// }
@@ -14,13 +14,13 @@ import RetryKit
 /// ```
 ///
 /// `sleep(until:)` checks for cancellation (throwing `CancellationError` if the task is cancelled), moves ``now`` to
-/// the deadline if it is later, and returns without suspending. Copies of an `ImmediateClock` share their time.
+/// the deadline if it is later, and returns without suspending. Copies of an `InstantClock` share their time.
 ///
-/// Timeouts measured on an `ImmediateClock` expire at once, so an attempt timeout races every attempt; use
-/// ``TestClock`` to test timeouts.
-public struct ImmediateClock: Clock {
-    /// The same virtual timeline as ``TestClock``.
-    public typealias Instant = TestClock.Instant
+/// Timeouts measured on an `InstantClock` expire at once, so an attempt timeout races every attempt; use
+/// ``VirtualClock`` to test timeouts.
+public struct InstantClock: Clock {
+    /// The same virtual timeline as ``VirtualClock``.
+    public typealias Instant = VirtualClock.Instant
     /// Durations are Swift's `Duration`, as RetryKit requires of its clocks.
     public typealias Duration = Swift.Duration
 
@@ -28,7 +28,7 @@ public struct ImmediateClock: Clock {
 
     /// Creates a clock whose time starts at `now`.
     ///
-    /// - Parameter now: The starting instant. ``TestClock/Instant/zero`` by default.
+    /// - Parameter now: The starting instant. ``VirtualClock/Instant/zero`` by default.
     public init(now: Instant = .zero) {
         current = Locked(now.offset)
     }
@@ -53,8 +53,8 @@ public struct ImmediateClock: Clock {
     }
 }
 
-/// `.immediate`, to pass an ``ImmediateClock`` wherever a clock is expected.
-extension Clock where Self == ImmediateClock {
-    /// A new ``ImmediateClock`` starting at ``TestClock/Instant/zero``: `retry(clock: .immediate) { … }`.
-    public static var immediate: ImmediateClock { ImmediateClock() }
+/// `.immediate`, to pass an ``InstantClock`` wherever a clock is expected.
+extension Clock where Self == InstantClock {
+    /// A new ``InstantClock`` starting at ``VirtualClock/Instant/zero``: `retry(clock: .immediate) { … }`.
+    public static var immediate: InstantClock { InstantClock() }
 }

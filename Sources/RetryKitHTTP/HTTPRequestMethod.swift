@@ -2,14 +2,15 @@
 ///
 /// `URLRequest` itself uppercases the standard methods (`"get"` is sent as `GET`); other methods go out as written.
 ///
-/// Spelled like Alamofire's `HTTPMethod`, so `[.get, .put]` reads the same after migrating, and expressible as a
+/// Named so as not to clash with the `HTTPMethod` types of Alamofire and NIOHTTP1 (a file may import both); its
+/// constants are spelled like theirs, so `[.get, .put]` reads the same after migrating. Expressible as a
 /// string literal for methods without a constant:
 ///
 /// ```swift
 /// var policy = HTTPRetryPolicy()
 /// policy.retryableHTTPMethods.insert("PROPFIND")
 /// ```
-public struct HTTPMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
     /// The method token, for example `"GET"`.
     public let rawValue: String
 
@@ -30,29 +31,29 @@ public struct HTTPMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStr
     public var description: String { rawValue }
 
     /// `CONNECT`: not idempotent.
-    public static let connect: HTTPMethod = "CONNECT"
+    public static let connect: HTTPRequestMethod = "CONNECT"
     /// `DELETE`: idempotent.
-    public static let delete: HTTPMethod = "DELETE"
+    public static let delete: HTTPRequestMethod = "DELETE"
     /// `GET`: safe and idempotent.
-    public static let get: HTTPMethod = "GET"
+    public static let get: HTTPRequestMethod = "GET"
     /// `HEAD`: safe and idempotent.
-    public static let head: HTTPMethod = "HEAD"
+    public static let head: HTTPRequestMethod = "HEAD"
     /// `OPTIONS`: safe and idempotent.
-    public static let options: HTTPMethod = "OPTIONS"
+    public static let options: HTTPRequestMethod = "OPTIONS"
     /// `PATCH`: not idempotent (RFC 5789).
-    public static let patch: HTTPMethod = "PATCH"
+    public static let patch: HTTPRequestMethod = "PATCH"
     /// `POST`: not idempotent.
-    public static let post: HTTPMethod = "POST"
+    public static let post: HTTPRequestMethod = "POST"
     /// `PUT`: idempotent.
-    public static let put: HTTPMethod = "PUT"
+    public static let put: HTTPRequestMethod = "PUT"
     /// `QUERY`: safe and idempotent (the IETF draft for a safe method with a body).
-    public static let query: HTTPMethod = "QUERY"
+    public static let query: HTTPRequestMethod = "QUERY"
     /// `TRACE`: safe and idempotent.
-    public static let trace: HTTPMethod = "TRACE"
+    public static let trace: HTTPRequestMethod = "TRACE"
 
     /// The methods RFC 9110 §9.2.2 defines as idempotent: repeating the request has the same intended effect as
     /// sending it once, so a client may retry it automatically. `QUERY` is added as its draft specifies.
-    public static let idempotentMethods: Set<HTTPMethod> = [.delete, .get, .head, .options, .put, .query, .trace]
+    public static let idempotentMethods: Set<HTTPRequestMethod> = [.delete, .get, .head, .options, .put, .query, .trace]
 
     /// Whether the method is in ``idempotentMethods``.
     public var isIdempotent: Bool { Self.idempotentMethods.contains(self) }
