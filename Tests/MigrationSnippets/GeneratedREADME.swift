@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:263: ReadmeErrors (test)
+// README.md:266: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 263)
+#sourceLocation(file: "README.md", line: 266)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:327: ReadmeVirtualTime (decl)
+// README.md:330: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 327)
+#sourceLocation(file: "README.md", line: 330)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
