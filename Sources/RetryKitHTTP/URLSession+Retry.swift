@@ -7,6 +7,9 @@ import Foundation
 
 /// Retrying requests: ``dataTask(with:retryPolicy:queue:observer:completionHandler:)`` for completion-handler code and
 /// ``data(for:retryPolicy:isolation:observer:)`` for async code, both driven by an ``HTTPRetryPolicy``.
+///
+/// Both require the `retryPolicy:` argument: a call that does not name it is always Foundation's own, which never
+/// retries.
 extension URLSession {
     /// What one successful attempt of a retrying request produced: the body and the response, as URLSession returns
     /// them. It is the value type of the `RetryEvent`s a retrying request reports to its observer.
@@ -72,7 +75,9 @@ extension URLSession {
     ///
     /// - Parameters:
     ///   - request: The request to send; every attempt sends it unchanged.
-    ///   - retryPolicy: Which failures to retry, how long to wait, and the limits. `HTTPRetryPolicy()` by default.
+    ///   - retryPolicy: Which failures to retry, how long to wait, and the limits; pass `HTTPRetryPolicy()` for the
+    ///     defaults. It has no default value, so that this method is never called by mistake: Foundation's
+    ///     `dataTask(with:completionHandler:)` with a four-parameter closure does not compile instead of retrying.
     ///   - queue: The queue `observer` and `completionHandler` run on (the policy's decisions run there too). `nil`
     ///     (the default) gives the request a serial queue of its own.
     ///   - observer: Receives the retrier's `RetryEvent`s in order, on `queue`: attempts started, failed (with the
@@ -85,7 +90,7 @@ extension URLSession {
     @discardableResult
     public func dataTask(
         with request: URLRequest,
-        retryPolicy: HTTPRetryPolicy = HTTPRetryPolicy(),
+        retryPolicy: HTTPRetryPolicy,
         queue: DispatchQueue? = nil,
         observer: (@Sendable (RetryEvent<RetryResponse>) -> Void)? = nil,
         completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void

@@ -243,9 +243,9 @@ show(profile)
     }
 }
 
-// Migration.md:374: ProfileStoreAsyncAPI (decl)
+// Migration.md:377: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 374)
+#sourceLocation(file: "Migration.md", line: 377)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -260,7 +260,7 @@ final class ProfileStore: Sendable {
 
     @discardableResult
     func profile(id: Int, completion: @escaping @Sendable (Result<Profile, any Error>) -> Void) -> RetryHandle<Profile> {
-        retry(maxAttempts: 4, on: queue) { attempt in
+        retryTask(maxAttempts: 4, on: queue) { attempt in
             try await self.api.profile(id: id)
         } strategy: { _ in
             .backoff(Self.backoff)
@@ -272,9 +272,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:405: ProfileStoreAsync (decl)
+// Migration.md:408: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 405)
+#sourceLocation(file: "Migration.md", line: 408)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -297,9 +297,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:453: sameDecisionsInEveryStyle (test)
+// Migration.md:456: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 453)
+#sourceLocation(file: "Migration.md", line: 456)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
@@ -351,10 +351,10 @@ let asyncResult = try await retry(maxAttempts: 4, clock: InstantClock()) { attem
 #sourceLocation()
 }
 
-// Migration.md:522: alamofireBefore (body)
+// Migration.md:525: alamofireBefore (body)
 extension Alamofire {
     func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 522)
+#sourceLocation(file: "Migration.md", line: 525)
 // Fragment: Alamofire code, before the migration.
 
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -372,17 +372,17 @@ session.request("https://api.example.com/profiles/42")
     }
 }
 
-// Migration.md:545: alamofireAfterPolicy (body)
+// Migration.md:548: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 545)
+#sourceLocation(file: "Migration.md", line: 548)
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 print(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
-// Migration.md:592: alamofireCompatibleDelays (test)
+// Migration.md:595: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 592)
+#sourceLocation(file: "Migration.md", line: 595)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -390,9 +390,9 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:611: httpPolicyDecisions (test)
+// Migration.md:614: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 611)
+#sourceLocation(file: "Migration.md", line: 614)
 // Fragment: `profileURL` stands for your app's code.
 func response(_ status: Int, _ headers: [String: String] = [:]) throws -> HTTPURLResponse {
     try #require(HTTPURLResponse(url: profileURL, statusCode: status, httpVersion: nil, headerFields: headers))
@@ -425,9 +425,9 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:655: urlSessionAsync (body)
+// Migration.md:659: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 655)
+#sourceLocation(file: "Migration.md", line: 659)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -443,9 +443,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:681: urlSessionCallback (body)
+// Migration.md:685: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 681)
+#sourceLocation(file: "Migration.md", line: 685)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> HTTPRetryTask
@@ -465,9 +465,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:713: httpPolicyWithAsyncRetry (body)
+// Migration.md:717: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 713)
+#sourceLocation(file: "Migration.md", line: 717)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -487,9 +487,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:745: asyncLibraryCallSites (body)
+// Migration.md:749: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 745)
+#sourceLocation(file: "Migration.md", line: 749)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -519,9 +519,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:806: asyncLibraryDifferences (test)
+// Migration.md:810: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 806)
+#sourceLocation(file: "Migration.md", line: 810)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -544,9 +544,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:863: swiftRetrierAfter (body)
+// Migration.md:867: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 863)
+#sourceLocation(file: "Migration.md", line: 867)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -572,9 +572,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:894: swiftRetrierCallbacks (body)
+// Migration.md:898: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 894)
+#sourceLocation(file: "Migration.md", line: 898)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -585,9 +585,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:923: swiftRetrierToday (body)
+// Migration.md:927: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 923)
+#sourceLocation(file: "Migration.md", line: 927)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

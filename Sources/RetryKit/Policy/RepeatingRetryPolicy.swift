@@ -94,7 +94,8 @@ public struct RepeatingRetryPolicy: Sendable {
     /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.
     ///
     /// Each attempt runs in a new `Task`, cancelled with the trial. Otherwise the same as the completion-handler
-    /// variant; see there.
+    /// variant; see there. Its distinct name keeps the two closure shapes apart: `execute(on:)` accepts only
+    /// `{ attempt, done in … }`, `executeTask(on:)` only `{ attempt in … }`.
     ///
     /// - Parameters:
     ///   - queue: The queue the strategy, observer, `onValue` and `completion` run on.
@@ -105,7 +106,7 @@ public struct RepeatingRetryPolicy: Sendable {
     ///   - completion: The error the repetition ended with; runs exactly once, on `queue`. Does nothing by default.
     /// - Returns: A handle to cancel the repetition.
     @discardableResult
-    public func execute<Value: Sendable>(
+    public func executeTask<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
         operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,

@@ -166,7 +166,7 @@ extension CallbackRunnerTests {
                 for index in batch..<min(batch + 200, iterations) {
                     var rng = SeededRandomNumberGenerator(seed: UInt64(index) &+ 1_000)
                     let sleep = rng.below(400)
-                    let handle = retry(
+                    let handle = retryTask(
                         maxAttempts: 2, on: queue,
                         operation: { attempt in
                             running.increment()

@@ -88,7 +88,7 @@ struct PolicyCallbackExecuteTests {
         let policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 5)
         let calls = AsyncCounter()
         let summaries = Locked<[RetrySummary]>([])
-        let handle = policy.execute(
+        let handle = policy.executeTask(
             on: queue,
             operation: { attempt in
                 calls.increment()

@@ -139,7 +139,7 @@ struct RepeatingCallbackTests {
         let values = Locked<[Int]>([])
         let calls = AsyncCounter()
         let errors = Locked<[any Error]>([])
-        let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(5)).execute(
+        let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(5)).executeTask(
             on: queue, scheduler: scheduler,
             operation: { _ in
                 let call = calls.increment()
