@@ -58,7 +58,7 @@ trap 'rm -rf "$scratch"' EXIT
 traps=0
 controls=0
 failures=()
-for file in "${files[@]}"; do
+for file in ${files[@]+"${files[@]}"}; do  # (the empty-array guard is for bash 3.2)
     name=$(basename "$file" .swift)
     module="CompileFail_$(printf '%s' "$name" | tr -c 'A-Za-z0-9_\n' '_')"
     # The expected substrings: `// expect-error:` lines of the leading comment block (blank lines allowed).

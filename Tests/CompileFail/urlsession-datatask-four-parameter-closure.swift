@@ -1,4 +1,4 @@
-// expect-error: '@Sendable (Data?, URLResponse?, (any Error)?) -> Void' expects 3 arguments, but 4 were used in closure body
+// expect-error: expects 3 arguments, but 4 were used in closure body
 // Foundation's `dataTask(with:completionHandler:)` with one closure parameter too many. Before, this silently
 // retried with a default `HTTPRetryPolicy`; a retrying call must name `retryPolicy:`.
 import Foundation
