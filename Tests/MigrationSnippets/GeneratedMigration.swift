@@ -555,7 +555,7 @@ let signedIn = RetryCondition(true)  // set `signedIn.value` as the state change
 let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
     .onlyWhen(signedIn)
     .giveUpAfter(maxAttempts: 10)
-    .giveUpAfter(timeout: .seconds(30))
+    .giveUpAfter(totalTimeout: .seconds(30))
     .giveUpOnErrors { $0 is MyFatalError }
 
 // One job, async: the value, or the error the policy gave up with.

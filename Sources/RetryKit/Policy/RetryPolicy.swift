@@ -7,7 +7,7 @@
 /// let policy = RetryPolicy.exponentialBackoff()          // 0.5 s · 2ˣ, capped at 60 s, full jitter
 ///     .onlyWhen(signedIn)                               // attempts run only while the condition holds
 ///     .giveUpAfter(maxAttempts: 10)
-///     .giveUpAfter(timeout: .seconds(30))
+///     .giveUpAfter(totalTimeout: .seconds(30))
 ///     .giveUpOnErrors { $0 is AuthError }
 ///     .budget(sharedBudget)                             // one RetryBudget for every caller of this service
 ///
@@ -27,7 +27,7 @@
 /// trap: every run finishes at once with ``RetryError`` (``RetryError/Reason-swift.enum/invalidConfiguration(_:)``)
 /// through the usual completion or `throw`, without running an attempt.
 ///
-/// Without ``giveUpAfter(maxAttempts:)`` or ``giveUpAfter(timeout:)`` a policy retries until an attempt succeeds, a
+/// Without ``giveUpAfter(maxAttempts:)`` or ``giveUpAfter(totalTimeout:)`` a policy retries until an attempt succeeds, a
 /// predicate gives up, the budget refuses, or the run is cancelled.
 public struct RetryPolicy: Sendable {
     /// The first delay of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `0.5` seconds.
@@ -157,16 +157,17 @@ public struct RetryPolicy: Sendable {
         return copy
     }
 
-    /// Gives up once `timeout` has passed since the run (or the current trial) started: a wait that would end after
+    /// Gives up once `totalTimeout` has passed since the run (or the current trial) started: a wait that would end after
     /// it is not started, and an attempt still running then is abandoned. The run finishes with ``RetryError``
     /// (``RetryError/Reason-swift.enum/deadlineExceeded``), keeping the last error.
     ///
     /// Applied twice, the shorter timeout wins. A negative timeout makes every run finish at once with ``RetryError``
     /// (invalid configuration).
     /// Longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years) counts as that limit.
-    public func giveUpAfter(timeout: Duration) -> RetryPolicy {
+    public func giveUpAfter(totalTimeout: Duration) -> RetryPolicy {
         var copy = self
-        copy.configuration.totalTimeout = configuration.totalTimeout.map { Swift.min($0, timeout) } ?? timeout
+        copy.configuration.totalTimeout =
+            configuration.totalTimeout.map { Swift.min($0, totalTimeout) } ?? totalTimeout
         return copy
     }
 
@@ -247,7 +248,7 @@ public struct RetryPolicy: Sendable {
     /// The most attempts per run (or per trial), including the first; `Int.max` unless limited.
     public var maxAttempts: Int { configuration.maxAttempts }
     /// The time a run (or trial) may take, if limited.
-    public var timeout: Duration? { configuration.totalTimeout }
+    public var totalTimeout: Duration? { configuration.totalTimeout }
     /// The time one attempt may take, if limited.
     public var attemptTimeout: Duration? { configuration.attemptTimeout }
     /// The budget retries pay into, if any.

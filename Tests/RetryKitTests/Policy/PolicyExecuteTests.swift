@@ -44,10 +44,11 @@ struct PolicyCallbackExecuteTests {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let hooks = CBCounter()
-        RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(.seconds(1)).execute(
-            on: queue, scheduler: scheduler,
-            operation: { _, done in done.onCancel { hooks.increment() } },  // never completes
-            completion: recorder.completion)
+        RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(.seconds(1))
+            .execute(
+                on: queue, scheduler: scheduler,
+                operation: { _, done in done.onCancel { hooks.increment() } },  // never completes
+                completion: recorder.completion)
         scheduler.run()
         // t=0 attempt 1 times out at 1, waits 4; attempt 2 at 5 times out at 6, waits 4; attempt 3 at 10: deadline.
         let error = recorder.onlyResult?.cbError as? RetryError
@@ -179,7 +180,7 @@ struct PolicyAsyncExecuteTests {
         #expect(calls.value == 2)
 
         let clock = VirtualClock()
-        let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(
+        let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(
             .seconds(1))
         let task = Task {
             try await timed.execute(clock: clock) { _ in

@@ -92,12 +92,12 @@ struct RetryPolicyConfigurationTests {
     @Test func unlimitedByDefaultAndTheTightestLimitWins() {
         let policy = RetryPolicy.noDelay
         #expect(policy.maxAttempts == .max)
-        #expect(policy.timeout == nil && policy.attemptTimeout == nil && policy.budget == nil)
+        #expect(policy.totalTimeout == nil && policy.attemptTimeout == nil && policy.budget == nil)
         let limited = policy.giveUpAfter(maxAttempts: 10).giveUpAfter(maxAttempts: 4).giveUpAfter(maxAttempts: 7)
-            .giveUpAfter(timeout: .seconds(30)).giveUpAfter(timeout: .seconds(40))
+            .giveUpAfter(totalTimeout: .seconds(30)).giveUpAfter(totalTimeout: .seconds(40))
             .attemptTimeout(.seconds(5)).attemptTimeout(.seconds(2))
         #expect(limited.maxAttempts == 4)
-        #expect(limited.timeout == .seconds(30))
+        #expect(limited.totalTimeout == .seconds(30))
         #expect(limited.attemptTimeout == .seconds(2))
         let budget = RetryBudget()
         #expect(limited.budget(RetryBudget()).budget(budget).budget === budget, "a later budget replaces")
@@ -152,7 +152,7 @@ struct RetryPolicyInvalidTests {
     static let invalid: [(String, RetryPolicy)] = [
         ("maxAttempts 0", RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0)),
         ("maxAttempts -5", RetryPolicy.noDelay.giveUpAfter(maxAttempts: -5)),
-        ("negative timeout", RetryPolicy.noDelay.giveUpAfter(timeout: .seconds(-1))),
+        ("negative timeout", RetryPolicy.noDelay.giveUpAfter(totalTimeout: .seconds(-1))),
         ("zero attempt timeout", RetryPolicy.noDelay.attemptTimeout(.zero)),
         ("gated and invalid", RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0).onlyWhen(RetryCondition(false))),
     ]
@@ -206,7 +206,7 @@ struct RetryPolicyInvalidTests {
             completion: { error in errors.withLock { $0.append(error) } })
         scheduler.run()
         #expect(errors.withLock { $0.count } == 1)
-        var iterator = RetryPolicy.noDelay.giveUpAfter(timeout: .seconds(-1)).repeating(withDelay: .zero)
+        var iterator = RetryPolicy.noDelay.giveUpAfter(totalTimeout: .seconds(-1)).repeating(withDelay: .zero)
             .values(clock: InstantClock()) { _ in 1 }.makeAsyncIterator()
         await #expect(throws: RetryError.self) { _ = try await iterator.next() }
         #expect(try await iterator.next() == nil)

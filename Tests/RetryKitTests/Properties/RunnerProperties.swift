@@ -281,7 +281,9 @@ func scriptedCallbackOperation(_ testCase: RetrierCase, scheduler: VirtualSchedu
 }
 
 /// An async operation that follows `testCase.script`, sleeping on `clock` for late completions and hangs.
-func scriptedAsyncOperation(_ testCase: RetrierCase, clock: VirtualClock) -> @Sendable (RetryAttempt) async throws -> Int {
+func scriptedAsyncOperation(_ testCase: RetrierCase, clock: VirtualClock)
+    -> @Sendable (RetryAttempt) async throws -> Int
+{
     { attempt in
         switch testCase.script(for: attempt.number) {
         case .fail: throw ScriptedFailure(attempt: attempt.number)
@@ -340,8 +342,8 @@ struct PolicyCase: CustomStringConvertible, Sendable {
         policy = policy.giveUpAfter(maxAttempts: retrier.maxAttempts)
         text += ".giveUpAfter(maxAttempts: \(retrier.maxAttempts))"
         if let total = retrier.totalTimeout {
-            policy = policy.giveUpAfter(timeout: total)
-            text += ".giveUpAfter(timeout: \(exact(total)))"
+            policy = policy.giveUpAfter(totalTimeout: total)
+            text += ".giveUpAfter(totalTimeout: \(exact(total)))"
         }
         if let timeout = retrier.attemptTimeout {
             policy = policy.attemptTimeout(timeout)
