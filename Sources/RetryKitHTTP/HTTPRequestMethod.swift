@@ -10,7 +10,9 @@
 /// var policy = HTTPRetryPolicy()
 /// policy.retryableHTTPMethods.insert("PROPFIND")
 /// ```
-public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
+    CustomStringConvertible
+{
     /// The method token, for example `"GET"`.
     public let rawValue: String
 
@@ -53,7 +55,9 @@ public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, Expressib
 
     /// The methods RFC 9110 §9.2.2 defines as idempotent: repeating the request has the same intended effect as
     /// sending it once, so a client may retry it automatically. `QUERY` is added as its draft specifies.
-    public static let idempotentMethods: Set<HTTPRequestMethod> = [.delete, .get, .head, .options, .put, .query, .trace]
+    public static let idempotentMethods: Set<HTTPRequestMethod> = [
+        .delete, .get, .head, .options, .put, .query, .trace,
+    ]
 
     /// Whether the method is in ``idempotentMethods``.
     public var isIdempotent: Bool { Self.idempotentMethods.contains(self) }

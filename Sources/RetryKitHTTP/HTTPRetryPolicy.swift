@@ -513,8 +513,10 @@ public struct HTTPRetryContext: Sendable {
     ///   - error: The error the attempt failed with, for custom decisions.
     ///   - now: The current time; the system time by default.
     public init(
-        method: HTTPRequestMethod, url: URL? = nil, requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
-        statusCode: Int? = nil, responseHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        method: HTTPRequestMethod, url: URL? = nil,
+        requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        statusCode: Int? = nil,
+        responseHeader: @escaping @Sendable (String) -> String? = { _ in nil },
         transportFailure: TransportFailure? = nil, error: (any Error)? = nil, now: Date = Date()
     ) {
         self.method = method

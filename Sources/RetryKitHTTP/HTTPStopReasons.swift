@@ -1,8 +1,8 @@
 /// Why ``HTTPRetryPolicy`` stops retrying a request: the stop reasons its decisions give
 /// (`RetryStrategy.stop(because:)`), which the retrier's summary and `finished` event report as
-/// `RetryFinishReason.stopped(_:)`.
+/// `RetryError.Reason.stopped(_:)`.
 ///
-/// The other ways an HTTP retrier gives up are the core's own reasons: `RetryFinishReason.exhausted` (attempts
+/// The other ways an HTTP retrier gives up are the core's own reasons: `RetryError.Reason.exhausted` (attempts
 /// exhausted), `.deadlineExceeded` (``HTTPRetryPolicy/totalTimeout``) and `.budgetExhausted`
 /// (``HTTPRetryPolicy/budget``).
 ///

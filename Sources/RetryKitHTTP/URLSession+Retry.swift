@@ -55,7 +55,7 @@ extension URLSession {
     ///   first.
     /// - **Cancellation** `(nil, nil, URLError.cancelled)` after ``HTTPRetryTask/cancel()``, as URLSession itself
     ///   reports a cancelled task, so existing `code == .cancelled` checks keep working; `summary.reason` is
-    ///   `RetryFinishReason.cancelled`.
+    ///   `RetryError.Reason.cancelled`.
     /// - An invalid policy (a non-positive ``HTTPRetryPolicy/attemptTimeout``, a negative
     ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
     ///
@@ -264,7 +264,7 @@ public final class HTTPRetryTask: Sendable {
     /// Cancels the request: the attempt's data task if one is in flight, or the wait before the next attempt.
     ///
     /// The completion handler then runs promptly on its queue with `URLError.cancelled` (and `summary.reason`
-    /// `RetryFinishReason.cancelled`); the cancelled attempt's late result is ignored and no further attempt starts.
+    /// `RetryError.Reason.cancelled`); the cancelled attempt's late result is ignored and no further attempt starts.
     /// After the request has finished, this does nothing: the completion handler never runs twice. Idempotent; safe
     /// from any thread, including from the completion handler and the observer.
     public func cancel() {

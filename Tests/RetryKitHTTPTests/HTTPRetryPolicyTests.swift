@@ -187,7 +187,9 @@ import Testing
     }
 
     @Test func methodsAreCaseSensitiveAndDefaultToGET() {
-        #expect(HTTPRequestMethod.get.isIdempotent && HTTPRequestMethod.query.isIdempotent && !HTTPRequestMethod.post.isIdempotent)
+        #expect(
+            HTTPRequestMethod.get.isIdempotent && HTTPRequestMethod.query.isIdempotent
+                && !HTTPRequestMethod.post.isIdempotent)
         #expect(HTTPRequestMethod("get") != .get)
         // Foundation uppercases the standard methods itself, so "get" goes out (and is decided) as GET …
         #expect(decide(method: "get", status: 503) == .backoff)

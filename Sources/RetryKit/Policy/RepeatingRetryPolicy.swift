@@ -231,7 +231,7 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
         }
 
         /// Ends the sequence: emits `finished`, then returns `nil` for a cancellation or throws `error`.
-        private mutating func end(_ reason: RetryFinishReason, error: any Error, since start: C.Instant) throws
+        private mutating func end(_ reason: RetryError.Reason, error: any Error, since start: C.Instant) throws
             -> Value?
         {
             ended = true

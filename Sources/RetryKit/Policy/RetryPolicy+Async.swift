@@ -130,7 +130,7 @@ extension RetryPolicy {
         operation: @escaping @Sendable (RetryAttempt) async throws -> Value,
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void,
         ledger: TrialLedger
-    ) async -> (Result<Value, any Error>, RetryFinishReason) where C.Duration == Duration {
+    ) async -> (Result<Value, any Error>, RetryError.Reason) where C.Duration == Duration {
         let gate = AsyncConditionGate(effectiveCondition)
         defer { gate.close() }
         let configuration = self.configuration

@@ -75,7 +75,7 @@ struct BudgetBoundTests {
         let scheduler = VirtualScheduler()
         let queue = DispatchQueue(label: "budget-bound")
         let retries = Locked(0)
-        let reasons = Locked<[RetryFinishReason]>([])
+        let reasons = Locked<[RetryError.Reason]>([])
         for _ in 0..<20 {
             retry(
                 configuration: RetryConfiguration(maxAttempts: 10, attemptTimeout: .seconds(1), budget: budget),

@@ -29,7 +29,7 @@ private final class Dependency: Sendable {
 /// How one caller's run ended.
 private struct Outcome: Sendable {
     let succeeded: Bool
-    let reason: RetryFinishReason
+    let reason: RetryError.Reason
     /// Whether a failure carried the dependency's error: the error itself, or as a `RetryError`'s last error.
     let carriesOutage: Bool
     let attempts: Int
