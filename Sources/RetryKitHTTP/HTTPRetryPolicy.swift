@@ -62,20 +62,6 @@ public struct HTTPRetryPolicy: Sendable {
         @Sendable (_ context: HTTPRetryContext, _ proposed: RetryStrategy<ContinuousClock>)
         -> RetryStrategy<ContinuousClock>
 
-    /// How the policy spreads its backoff delays.
-    public enum Jitter: Sendable, Hashable {
-        /// No jitter: exactly `min(scale·baseⁿ, maximumDelay)` (Alamofire's lockstep retries).
-        case none
-        /// Full jitter: uniform in `[0, min(scale·baseⁿ, maximumDelay))`.
-        case full
-        /// Equal jitter: half the delay plus uniform in `[0, half)`.
-        case equal
-        /// Proportional jitter: the delay times uniform in `[1 − p, 1 + p)` (`p` clamped to `[0, 1]`). The range is
-        /// capped before the draw, so a delay never exceeds ``HTTPRetryPolicy/maximumDelay``; at the cap, delays spread
-        /// over `[(1 − p)·maximumDelay, maximumDelay)`.
-        case proportional(Double)
-    }
-
     // MARK: Alamofire's parameters
 
     /// How many times a request may be retried after its first attempt (Alamofire's meaning). RetryKit runs at most
@@ -105,8 +91,8 @@ public struct HTTPRetryPolicy: Sendable {
     /// The cap on each backoff delay, applied before jitter; `nil` for no cap (delays then saturate at
     /// `BackoffStrategy.saturationLimit`).
     public var maximumDelay: Duration?
-    /// How backoff delays are spread.
-    public var jitter: Jitter
+    /// How backoff delays are spread (`RetryJitter`, the choice `RetryPolicy` uses too); full jitter by default.
+    public var jitter: RetryJitter
     /// How the retries after a `Retry-After` hint are spread: never before the hinted time, never past
     /// ``maximumRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
     public var retryAfterSpread: RetryAfterSpread
@@ -212,15 +198,11 @@ public struct HTTPRetryPolicy: Sendable {
     ///
     /// With the defaults, the wait before retry `n` (0-based) is uniform in `[0, min(0.5·2ⁿ, 30) s)`.
     public var backoff: BackoffStrategy<ContinuousClock> {
-        var strategy = BackoffStrategy<ContinuousClock>.exponential(
+        let curve = BackoffStrategy<ContinuousClock>.exponential(
             scale: exponentialBackoffScale, base: Double(exponentialBackoffBase))
-        if let maximumDelay { strategy = strategy.max(maximumDelay) }
-        switch jitter {
-        case .none: return strategy
-        case .full: return strategy.jitter()
-        case .equal: return strategy.equalJitter()
-        case .proportional(let p): return strategy.proportionalJitter(p)
-        }
+        let capped = maximumDelay.map { curve.max($0) } ?? curve
+        return jitter.applied(
+            to: capped, first: curve.delay(forRetry: 0), cap: maximumDelay, using: SystemRandomNumberGenerator())
     }
 }
 
@@ -267,7 +249,7 @@ extension HTTPRetryPolicy {
     /// delays (0.5 s, 1 s) never reach it; it keeps a raised ``retryLimit`` from growing waits without bound.
     public static let defaultMaximumDelay: Duration? = .seconds(30)
 
-    /// The default jitter: ``Jitter/full``.
+    /// The default jitter: `RetryJitter.full`.
     ///
     /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
     /// network blip) retries at the same moment again. Full jitter spreads those retries over the whole interval; in
@@ -275,7 +257,7 @@ extension HTTPRetryPolicy {
     /// strategies compared (equal jitter kept half the delay fixed and was slower; decorrelated jitter used more
     /// calls). The cap applies before the jitter, so at the cap delays stay spread over `[0, cap)` instead of piling
     /// up at exactly the cap.
-    public static let defaultJitter: Jitter = .full
+    public static let defaultJitter: RetryJitter = .full
 
     /// The name of the header that marks a non-idempotent request as safe to repeat: `Idempotency-Key`.
     public static let idempotencyKeyHeader = "Idempotency-Key"

@@ -277,6 +277,14 @@ import Testing
         proportional.jitter = .proportional(0.2)
         let proportionalSamples = (0..<500).map { _ in proportional.backoff.delay(forRetry: 1) }
         #expect(proportionalSamples.allSatisfy { $0 >= .milliseconds(800) && $0 <= .milliseconds(1_200) })
+
+        // The one RetryJitter of RetryKit: decorrelated jitter too, from the scale up to the cap.
+        var decorrelated = policy
+        decorrelated.retryLimit = 20
+        decorrelated.jitter = .decorrelated
+        let decorrelatedSamples = (0..<20).map { decorrelated.backoff.delay(forRetry: $0) }
+        #expect(decorrelatedSamples.allSatisfy { $0 >= .milliseconds(500) && $0 < .seconds(30) })
+        #expect(Set(decorrelatedSamples).count > 1)
     }
 
     @Test func oddParametersNeverTrap() {

@@ -37,23 +37,6 @@ public struct RetryPolicy: Sendable {
     /// The largest delay of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `60` seconds.
     public static let defaultMaxDelay: Duration = .seconds(60)
 
-    /// How ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)`` randomizes its delays.
-    ///
-    /// Each case is described with `d(x) = min(initialDelay · multiplierˣ, maxDelay)`, where `x` is the 0-based
-    /// retry index.
-    public enum Jitter: Sendable, Hashable {
-        /// No randomness: `d(x)`.
-        case none
-        /// Full jitter, the default: a delay drawn uniformly from `[0, d(x))`. The cap applies before the draw, so
-        /// delays never bunch up at `maxDelay`.
-        case full
-        /// Equal jitter: `d(x)/2 + U[0, d(x)/2)`, keeping at least half of the delay.
-        case equal
-        /// Decorrelated jitter: `U[initialDelay, min(maxDelay, 3 · previous))`, starting from `initialDelay`;
-        /// `multiplier` is not used. See ``BackoffStrategy/decorrelatedJitter(base:cap:using:)``.
-        case decorrelated
-    }
-
     /// Limits and budget, handed to the runners as they are; the core validates them.
     package var configuration: RetryConfiguration
     /// The strategy for a failure that the give-up predicates let through.
@@ -88,24 +71,18 @@ public struct RetryPolicy: Sendable {
     ///   - initialDelay: `d(0)`. Negative counts as zero. ``defaultInitialDelay`` (0.5 s) by default.
     ///   - multiplier: The growth factor. NaN or negative counts as 1. ``defaultMultiplier`` (2) by default.
     ///   - maxDelay: The cap, applied before any jitter. ``defaultMaxDelay`` (60 s) by default.
-    ///   - jitter: How delays are randomized. ``Jitter/full`` by default.
+    ///   - jitter: How delays are randomized. ``RetryJitter/full`` by default.
     ///   - generator: The source of randomness; pass a seeded generator for reproducible delays. It is shared by every
     ///     run of the policy and advances once per draw.
     public static func exponentialBackoff<G: RandomNumberGenerator>(
         initialDelay: Duration = RetryPolicy.defaultInitialDelay,
         multiplier: Double = RetryPolicy.defaultMultiplier,
         maxDelay: Duration = RetryPolicy.defaultMaxDelay,
-        jitter: Jitter = .full,
+        jitter: RetryJitter = .full,
         using generator: G = SystemRandomNumberGenerator()
     ) -> RetryPolicy {
         let capped = BackoffStrategy<ContinuousClock>.exponential(a: initialDelay, b: multiplier).max(maxDelay)
-        switch jitter {
-        case .none: return backoff(capped)
-        case .full: return backoff(capped.jitter(using: generator))
-        case .equal: return backoff(capped.equalJitter(using: generator))
-        case .decorrelated:
-            return backoff(.decorrelatedJitter(base: initialDelay, cap: maxDelay, using: generator))
-        }
+        return backoff(jitter.applied(to: capped, first: initialDelay, cap: maxDelay, using: generator))
     }
 
     /// The same delay before every retry.

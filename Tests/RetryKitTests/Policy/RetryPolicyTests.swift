@@ -72,6 +72,16 @@ struct RetryPolicyConfigurationTests {
                 using: PolicyTestRNG(seed: 2)
             ), count: 50)
         #expect(decorrelated.allSatisfy { $0.map { $0 >= .seconds(1) && $0 < .seconds(10) } == true })
+        // The one RetryJitter of RetryKit: proportional jitter too, below the cap.
+        let proportional = policyDelays(
+            .exponentialBackoff(
+                initialDelay: .seconds(1), maxDelay: .seconds(4), jitter: .proportional(0.5),
+                using: PolicyTestRNG(seed: 3)
+            ), count: 6)
+        for (index, delay) in proportional.enumerated() {
+            let curve = Duration.seconds(Swift.min(1 << index, 4))
+            #expect(delay.map { $0 >= curve / 2 && $0 < Swift.min(curve * 3 / 2, .seconds(4)) } == true)
+        }
     }
 
     @Test func constantNoDelayBackoffAndHomemadePolicies() {

@@ -314,7 +314,7 @@ struct PolicyCase: CustomStringConvertible, Sendable {
         switch Int.random(in: 0..<4, using: &random) {
         case 0:
             let (initial, multiplier, maxDelay) = (random.duration(), random.double(), random.duration())
-            let jitter = random.pick([RetryPolicy.Jitter.none, .full, .equal, .decorrelated])
+            let jitter = random.pick([RetryJitter.none, .full, .equal, .decorrelated])
             let generator = random.generator()
             policy = .exponentialBackoff(
                 initialDelay: initial, multiplier: multiplier, maxDelay: maxDelay, jitter: jitter, using: generator)
