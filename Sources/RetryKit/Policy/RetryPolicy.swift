@@ -30,13 +30,6 @@
 /// Without ``giveUpAfter(maxAttempts:)`` or ``giveUpAfter(totalTimeout:)`` a policy retries until an attempt succeeds, a
 /// predicate gives up, the budget refuses, or the run is cancelled.
 public struct RetryPolicy: Sendable {
-    /// The first delay of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `0.5` seconds.
-    public static let defaultInitialDelay: Duration = .milliseconds(500)
-    /// The growth factor of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `2`.
-    public static let defaultMultiplier: Double = 2
-    /// The largest delay of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `60` seconds.
-    public static let defaultMaxDelay: Duration = .seconds(60)
-
     /// Limits and budget, handed to the runners as they are; the core validates them.
     package var configuration: RetryConfiguration
     /// The strategy for a failure that the give-up predicates let through.
@@ -45,7 +38,7 @@ public struct RetryPolicy: Sendable {
     let giveUpPredicates: [@Sendable (any Error) -> Bool]
     /// The condition attempts wait for, if any (several chained ``onlyWhen(_:)-(RetryCondition)`` conditions
     /// combined into one).
-    public let condition: RetryCondition?
+    package let condition: RetryCondition?
 
     init(
         base: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
@@ -68,16 +61,16 @@ public struct RetryPolicy: Sendable {
     /// Growth saturates instead of overflowing, so a policy that retries for days never traps.
     ///
     /// - Parameters:
-    ///   - initialDelay: `d(0)`. Negative counts as zero. ``defaultInitialDelay`` (0.5 s) by default.
-    ///   - multiplier: The growth factor. NaN or negative counts as 1. ``defaultMultiplier`` (2) by default.
-    ///   - maxDelay: The cap, applied before any jitter. ``defaultMaxDelay`` (60 s) by default.
+    ///   - initialDelay: `d(0)`. Negative counts as zero. 0.5 s by default.
+    ///   - multiplier: The growth factor. NaN or negative counts as 1. 2 by default.
+    ///   - maxDelay: The cap, applied before any jitter. 60 s by default.
     ///   - jitter: How delays are randomized. ``RetryJitter/full`` by default.
     ///   - generator: The source of randomness; pass a seeded generator for reproducible delays. It is shared by every
     ///     run of the policy and advances once per draw.
     public static func exponentialBackoff<G: RandomNumberGenerator>(
-        initialDelay: Duration = RetryPolicy.defaultInitialDelay,
-        multiplier: Double = RetryPolicy.defaultMultiplier,
-        maxDelay: Duration = RetryPolicy.defaultMaxDelay,
+        initialDelay: Duration = .milliseconds(500),
+        multiplier: Double = 2,
+        maxDelay: Duration = .seconds(60),
         jitter: RetryJitter = .full,
         using generator: G = SystemRandomNumberGenerator()
     ) -> RetryPolicy {
@@ -196,7 +189,7 @@ public struct RetryPolicy: Sendable {
     ///
     /// Chainable, like SwiftRetrier: with several conditions, attempts run only while all of them are `true`, and the
     /// run finishes with ``RetryError/Reason-swift.enum/conditionEnded`` as soon as any of them ends while not
-    /// `true`. ``condition`` is then one condition combining them all.
+    /// `true`.
     public func onlyWhen(_ condition: RetryCondition) -> RetryPolicy {
         let combined = self.condition.map { RetryCondition.all([$0, condition]) } ?? condition
         return RetryPolicy(

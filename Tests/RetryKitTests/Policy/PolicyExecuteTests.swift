@@ -201,10 +201,10 @@ struct PolicyAsyncExecuteTests {
         #expect(clock.now == .zero.advanced(by: .seconds(6)))
     }
 
-    @Test func callAsFunctionAndManyJobs() async throws {
+    @Test func manyConcurrentJobsOfOnePolicy() async throws {
         let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3)
         let calls = AsyncCounter()
-        let value = try await policy(clock: InstantClock()) {
+        let value = try await policy.execute(clock: InstantClock()) { _ in
             if calls.increment() < 3 { throw AsyncTestError(id: calls.value) }
             return "third"
         }
@@ -213,7 +213,7 @@ struct PolicyAsyncExecuteTests {
             for job in 0..<50 {
                 group.addTask {
                     let attempts = AsyncCounter()
-                    return try await policy(clock: InstantClock()) {
+                    return try await policy.execute(clock: InstantClock()) { _ in
                         if attempts.increment() <= job % 3 { throw AsyncTestError(id: job) }
                         return job
                     }
@@ -225,7 +225,7 @@ struct PolicyAsyncExecuteTests {
         }
         let tried = AsyncCounter()
         await #expect(throws: AsyncTestError.self) {
-            _ = try await policy(clock: InstantClock()) { () async throws -> Int in
+            _ = try await policy.execute(clock: InstantClock()) { _ async throws -> Int in
                 throw AsyncTestError(id: tried.increment())
             }
         }
