@@ -11,7 +11,7 @@ extension HTTPRetryPolicy {
     ///
     /// ```swift
     /// let response = try await policy.run(
-    ///     method: RetryKitHTTP.HTTPRequestMethod(request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
+    ///     method: RetryKitHTTP.HTTPRequestMethod(rawValue: request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
     ///     statusCode: { Int($0.status.code) }, responseHeader: { $0.headers.first(name: $1) },
     ///     classify: { $0 is HTTPClientError ? .networkConnectionLost : TransportFailure(classifying: $0) }
     /// ) { _ in try await client.execute(request, timeout: .seconds(10)) }

@@ -83,21 +83,35 @@ public struct HTTPRetryPolicy: Sendable {
     // MARK: Beyond Alamofire
 
     /// The status codes whose `Retry-After` header is honoured: the retry waits as long as the server asks, spread
-    /// by ``retryAfterSpread``.
+    /// by ``retryAfterSpread``. By default 429 Too Many Requests (RFC 6585) and 503 Service Unavailable
+    /// (RFC 9110 §15.6.4).
     public var retryAfterStatusCodes: Set<Int>
     /// The longest `Retry-After` the policy waits for; a longer hint gives up at once with the response. Negative
     /// counts as zero.
+    ///
+    /// 60 seconds by default: a server asking for longer is usually in a state a user should hear about now rather
+    /// than after a silent minute.
     public var maximumRetryAfter: Duration
     /// The cap on each backoff delay, applied before jitter; `nil` for no cap (delays then saturate at
     /// `BackoffStrategy.saturationLimit`).
+    ///
+    /// 30 seconds by default. With the default retry limit the delays (0.5 s, 1 s) never reach it; it keeps a raised
+    /// ``retryLimit`` from growing waits without bound.
     public var maximumDelay: Duration?
-    /// How backoff delays are spread (`RetryJitter`, the choice `RetryPolicy` uses too); full jitter by default.
+    /// How backoff delays are spread: a `RetryJitter`, the choice `RetryPolicy` uses too. `.full` by default.
+    ///
+    /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
+    /// network blip) retries at the same moment again. Full jitter spreads those retries over the whole interval; in
+    /// the published contention simulation it needed the fewest calls and finished close to the fastest of the
+    /// strategies compared (equal jitter kept half the delay fixed and was slower; decorrelated jitter used more
+    /// calls). The cap applies before the jitter, so at the cap delays stay spread over `[0, cap)` instead of piling
+    /// up at exactly the cap.
     public var jitter: RetryJitter
     /// How the retries after a `Retry-After` hint are spread: never before the hinted time, never past
     /// ``maximumRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
     public var retryAfterSpread: RetryAfterSpread
     /// Whether a request with a method outside ``retryableHTTPMethods`` is retried when it carries a non-empty
-    /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats.
+    /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats. `true` by default.
     public var retryRequestsWithIdempotencyKey: Bool
     /// Whether requests are retried whatever their method. Set this only if every endpoint the policy is used with
     /// can safely receive the same request twice.
@@ -131,7 +145,8 @@ public struct HTTPRetryPolicy: Sendable {
 
     /// A policy with Alamofire's parameter names and defaults, plus RetryKit's defaults for the rest.
     ///
-    /// Every parameter defaults to the matching `default…` constant; ``retryNonIdempotentRequests`` starts `false`,
+    /// Every parameter defaults to the matching `default…` constant, as in Alamofire. The other properties start with
+    /// the defaults their documentation gives: ``retryNonIdempotentRequests`` `false`,
     /// ``retryRequestsWithIdempotencyKey`` `true`, and ``attemptTimeout``, ``totalTimeout`` and ``budget`` `nil`.
     public init(
         retryLimit: UInt = defaultRetryLimit,
@@ -239,28 +254,21 @@ extension HTTPRetryPolicy {
 
     /// The status codes whose `Retry-After` header is honoured by default: 429 Too Many Requests (RFC 6585) and
     /// 503 Service Unavailable (RFC 9110 §15.6.4).
-    public static let defaultRetryAfterStatusCodes: Set<Int> = [429, 503]
+    static let defaultRetryAfterStatusCodes: Set<Int> = [429, 503]
 
     /// The longest `Retry-After` honoured by default: 60 seconds. A server asking for longer is usually in a state a
     /// user should hear about now rather than after a silent minute.
-    public static let defaultMaximumRetryAfter: Duration = .seconds(60)
+    static let defaultMaximumRetryAfter: Duration = .seconds(60)
 
     /// The default cap on a backoff delay: 30 seconds, applied before jitter. With the default retry limit the
     /// delays (0.5 s, 1 s) never reach it; it keeps a raised ``retryLimit`` from growing waits without bound.
-    public static let defaultMaximumDelay: Duration? = .seconds(30)
+    static let defaultMaximumDelay: Duration? = .seconds(30)
 
-    /// The default jitter: `RetryJitter.full`.
-    ///
-    /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
-    /// network blip) retries at the same moment again. Full jitter spreads those retries over the whole interval; in
-    /// the published contention simulation it needed the fewest calls and finished close to the fastest of the
-    /// strategies compared (equal jitter kept half the delay fixed and was slower; decorrelated jitter used more
-    /// calls). The cap applies before the jitter, so at the cap delays stay spread over `[0, cap)` instead of piling
-    /// up at exactly the cap.
-    public static let defaultJitter: RetryJitter = .full
+    /// The default jitter: `.full` (see ``jitter``).
+    static let defaultJitter: RetryJitter = .full
 
     /// The name of the header that marks a non-idempotent request as safe to repeat: `Idempotency-Key`.
-    public static let idempotencyKeyHeader = "Idempotency-Key"
+    static let idempotencyKeyHeader = "Idempotency-Key"
 
     /// The transport failures retried by default: the 18 `URLError` codes Alamofire's `RetryPolicy` enables, by name.
     /// The codes it leaves out are listed as comments with the reason.
@@ -322,32 +330,24 @@ extension HTTPRetryPolicy {
 // MARK: - Composition
 
 extension HTTPRetryPolicy {
-    /// A copy that also retries `statusCodes` with the backoff.
+    /// A copy that also retries `statusCodes` and `transportFailures` with the backoff, and requests with `methods`.
     ///
     /// ```swift
     /// let ordersPolicy = policy.adding(statusCodes: [409])   // also retry 409 Conflict for this endpoint
-    /// ```
-    public func adding(statusCodes: Set<Int>) -> HTTPRetryPolicy {
-        var copy = self
-        copy.retryableHTTPStatusCodes.formUnion(statusCodes)
-        return copy
-    }
-
-    /// A copy that also retries `transportFailures` with the backoff (``TransportFailure/cancelled`` is still never
-    /// retried).
-    ///
-    /// ```swift
     /// let lenient = policy.adding(transportFailures: [TransportFailure(.cannotParseResponse), "connectionReset"])
     /// ```
-    public func adding(transportFailures: Set<TransportFailure>) -> HTTPRetryPolicy {
+    ///
+    /// - Parameters:
+    ///   - statusCodes: Added to ``retryableHTTPStatusCodes``.
+    ///   - transportFailures: Added to ``retryableTransportFailures`` (``TransportFailure/cancelled`` is still never
+    ///     retried).
+    ///   - methods: Added to ``retryableHTTPMethods``.
+    public func adding(
+        statusCodes: Set<Int> = [], transportFailures: Set<TransportFailure> = [], methods: Set<HTTPRequestMethod> = []
+    ) -> HTTPRetryPolicy {
         var copy = self
+        copy.retryableHTTPStatusCodes.formUnion(statusCodes)
         copy.retryableTransportFailures.formUnion(transportFailures)
-        return copy
-    }
-
-    /// A copy that also retries requests with `methods`.
-    public func adding(methods: Set<HTTPRequestMethod>) -> HTTPRetryPolicy {
-        var copy = self
         copy.retryableHTTPMethods.formUnion(methods)
         return copy
     }
@@ -541,7 +541,7 @@ public struct HTTPRetryContext: Sendable {
     }
 
     /// Whether the attempt was cancelled (``TransportFailure/cancelled``, `CancellationError`). Never retried.
-    public var isCancellation: Bool {
+    package var isCancellation: Bool {
         transportFailure == .cancelled || error is CancellationError
     }
 }

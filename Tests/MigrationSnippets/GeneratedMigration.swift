@@ -390,44 +390,41 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:611: httpPolicyDecisions (test)
+// Migration.md:606: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 611)
-// Fragment: `profileURL` stands for your app's code.
-func response(_ status: Int, _ headers: [String: String] = [:]) throws -> HTTPURLResponse {
-    try #require(HTTPURLResponse(url: profileURL, statusCode: status, httpVersion: nil, headerFields: headers))
-}
-func describe(_ strategy: RetryStrategy<ContinuousClock>) -> String {
-    switch strategy {
-    case .backoff: "backoff"
-    case .retryAfter(let delay): "wait \(delay)"
-    case .stop: "stop"
+#sourceLocation(file: "Migration.md", line: 606)
+// A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
+func describe(
+    _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
+    idempotencyKey: String? = nil, failure: TransportFailure? = nil
+) -> String {
+    let context = HTTPRetryContext(
+        method: method, requestHeader: { $0 == "Idempotency-Key" ? idempotencyKey : nil }, statusCode: status,
+        responseHeader: { headers[$0] }, transportFailure: failure)
+    switch policy.decision(for: context) {
+    case .backoff: return "backoff"
+    case .retryAfter(let delay): return "wait \(delay)"
+    case .stop: return "stop"
     }
 }
-let now = Date()
-let get = URLRequest(url: profileURL)
-var post = URLRequest(url: profileURL)
-post.httpMethod = "POST"
-var keyedPost = post
-keyedPost.setValue("order-7f3a", forHTTPHeaderField: "Idempotency-Key")
 
 let policy = HTTPRetryPolicy()
-#expect(describe(policy.decision(for: get, response: try response(503), now: now)) == "backoff")
-#expect(describe(policy.decision(for: get, response: try response(429, ["Retry-After": "3"]), now: now)) == "wait 3.0 seconds")
-#expect(describe(policy.decision(for: get, response: try response(503, ["Retry-After": "600"]), now: now)) == "stop")
-#expect(describe(policy.decision(for: post, response: try response(503), now: now)) == "stop")
-#expect(describe(policy.decision(for: keyedPost, response: try response(503), now: now)) == "backoff")
-#expect(describe(policy.decision(for: get, error: URLError(.cancelled), now: now)) == "stop")
+#expect(describe(policy, .get, status: 503) == "backoff")
+#expect(describe(policy, .get, status: 429, headers: ["Retry-After": "3"]) == "wait 3.0 seconds")
+#expect(describe(policy, .get, status: 503, headers: ["Retry-After": "600"]) == "stop")
+#expect(describe(policy, .post, status: 503) == "stop")
+#expect(describe(policy, .post, status: 503, idempotencyKey: "order-7f3a") == "backoff")
+#expect(describe(policy, .get, failure: .cancelled) == "stop")
 
 let alamofire = HTTPRetryPolicy.alamofireCompatible
-#expect(describe(alamofire.decision(for: get, response: try response(429, ["Retry-After": "3"]), now: now)) == "stop")
-#expect(describe(alamofire.decision(for: keyedPost, response: try response(503), now: now)) == "stop")
+#expect(describe(alamofire, .get, status: 429, headers: ["Retry-After": "3"]) == "stop")
+#expect(describe(alamofire, .post, status: 503, idempotencyKey: "order-7f3a") == "stop")
 #sourceLocation()
 }
 
-// Migration.md:655: urlSessionAsync (body)
+// Migration.md:647: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 655)
+#sourceLocation(file: "Migration.md", line: 647)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -443,9 +440,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:681: urlSessionCallback (body)
+// Migration.md:673: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 681)
+#sourceLocation(file: "Migration.md", line: 673)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> HTTPRetryTask
@@ -465,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:713: httpPolicyWithAsyncRetry (body)
+// Migration.md:705: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 713)
+#sourceLocation(file: "Migration.md", line: 705)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -487,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:745: asyncLibraryCallSites (body)
+// Migration.md:737: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 745)
+#sourceLocation(file: "Migration.md", line: 737)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -519,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:806: asyncLibraryDifferences (test)
+// Migration.md:798: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 806)
+#sourceLocation(file: "Migration.md", line: 798)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -544,9 +541,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:863: swiftRetrierAfter (body)
+// Migration.md:855: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 863)
+#sourceLocation(file: "Migration.md", line: 855)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -572,9 +569,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:894: swiftRetrierCallbacks (body)
+// Migration.md:886: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 894)
+#sourceLocation(file: "Migration.md", line: 886)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -585,9 +582,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:923: swiftRetrierToday (body)
+// Migration.md:915: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 923)
+#sourceLocation(file: "Migration.md", line: 915)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

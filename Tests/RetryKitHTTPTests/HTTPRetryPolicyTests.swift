@@ -177,7 +177,9 @@ import Testing
         #expect(decide(optedIn, method: method, status: 503) == .backoff)
         #expect(decide(optedIn, method: method, error: URLError(.timedOut)) == .backoff)
 
-        #expect(decide(policy.adding(methods: [HTTPRequestMethod(method)]), method: method, status: 503) == .backoff)
+        #expect(
+            decide(policy.adding(methods: [HTTPRequestMethod(rawValue: method)]), method: method, status: 503)
+                == .backoff)
     }
 
     @Test func keyedRequestsArriveAsErrorsToo() {
@@ -190,7 +192,7 @@ import Testing
         #expect(
             HTTPRequestMethod.get.isIdempotent && HTTPRequestMethod.query.isIdempotent
                 && !HTTPRequestMethod.post.isIdempotent)
-        #expect(HTTPRequestMethod("get") != .get)
+        #expect(HTTPRequestMethod(rawValue: "get") != .get)
         // Foundation uppercases the standard methods itself, so "get" goes out (and is decided) as GET …
         #expect(decide(method: "get", status: 503) == .backoff)
         // … but other methods are sent, and compared, exactly as written.

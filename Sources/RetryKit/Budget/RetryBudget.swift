@@ -24,15 +24,6 @@
 /// `RetryBudget` is a class: share one instance between the retriers, policies and HTTP clients that call the same
 /// dependency. It is thread-safe.
 public final class RetryBudget: Sendable {
-    /// The tokens the bucket holds when full: `500` by default (as in the AWS SDKs).
-    public static let defaultCapacity = 500
-    /// The tokens a retry costs: `5` by default.
-    public static let defaultRetryCost = 5
-    /// The tokens a retry after a timed-out attempt costs: `10` by default.
-    public static let defaultTimeoutRetryCost = 10
-    /// The tokens a first-try success refunds: `1` by default.
-    public static let defaultSuccessRefund = 1
-
     /// The tokens the bucket holds when full.
     public let capacity: Int
     /// The tokens a retry costs.
@@ -53,17 +44,17 @@ public final class RetryBudget: Sendable {
     /// zero `capacity` refuses every retry; a zero `retryCost` (with a zero `timeoutRetryCost`) never refuses one.
     ///
     /// - Parameters:
-    ///   - capacity: The tokens the bucket holds when full. ``defaultCapacity`` by default.
-    ///   - retryCost: The tokens a retry costs. ``defaultRetryCost`` by default.
+    ///   - capacity: The tokens the bucket holds when full. `500` by default (as in the AWS SDKs).
+    ///   - retryCost: The tokens a retry costs. `5` by default.
     ///   - timeoutRetryCost: The tokens a retry after a timed-out attempt costs; values below `retryCost` count as
-    ///     `retryCost`. ``defaultTimeoutRetryCost`` by default.
-    ///   - successRefund: The tokens a first-try success refunds. ``defaultSuccessRefund`` by default.
+    ///     `retryCost`. `10` by default.
+    ///   - successRefund: The tokens a first-try success refunds. `1` by default.
     ///   - minimumBalance: Refuse retries that would leave fewer tokens than this. `0` by default.
     public init(
-        capacity: Int = RetryBudget.defaultCapacity,
-        retryCost: Int = RetryBudget.defaultRetryCost,
-        timeoutRetryCost: Int = RetryBudget.defaultTimeoutRetryCost,
-        successRefund: Int = RetryBudget.defaultSuccessRefund,
+        capacity: Int = 500,
+        retryCost: Int = 5,
+        timeoutRetryCost: Int = 10,
+        successRefund: Int = 1,
         minimumBalance: Int = 0
     ) {
         self.capacity = Swift.max(capacity, 0)
