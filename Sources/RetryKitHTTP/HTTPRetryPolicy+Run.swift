@@ -19,7 +19,7 @@ extension HTTPRetryPolicy {
     ///
     /// Attempts, decisions and limits are those of URLSession's `data(for:retryPolicy:)`:
     ///
-    /// - **Returns** the first response that does not fail its attempt (``treatsAsFailure(_:)``), or the **last
+    /// - **Returns** the first response that does not fail its attempt (see ``HTTPRetryPolicy``, "Which responses fail their attempt"), or the **last
     ///   response** when the retrier gives up on a failing one (attempts exhausted, the policy stops, the total timeout
     ///   or the budget refuses the next retry): a 503 after the last retry is returned, not thrown.
     /// - **Throws** a `RetryError` when the retrier gives up on an error: its `reason` says why (the summary's reason:

@@ -50,6 +50,16 @@ import Foundation
 /// 5. **Custom decisions** added with ``deciding(_:)`` run last, in the order added, each receiving the previous
 ///    proposal; they can override anything except step 1.
 ///
+/// ## Which responses fail their attempt
+///
+/// The adapters (URLSession's methods, ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:attempt:)``)
+/// fail an attempt whose response has a status in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``, or a
+/// status the policy (custom decisions included) would retry, as it might retry a 409 for one endpoint; the retrier
+/// sees it as an ``HTTPStatusError``. Any other response (200, 404, …) is the attempt's successful result: it is final
+/// and never retried. A failing response may still not be retried (a `POST` without an `Idempotency-Key`, a
+/// `Retry-After` beyond ``maximumRetryAfter``): the retrier then stops, and the adapters hand that response to the
+/// caller.
+///
 /// With the default parameters, these decisions equal Alamofire's for every method, status code and URL error code, except that a
 /// non-idempotent request with an `Idempotency-Key` is retried and 429/503 with a `Retry-After` wait as asked (or give
 /// up if asked to wait too long). ``alamofireCompatible`` removes those differences and the jitter and cap, for teams
@@ -58,7 +68,7 @@ public struct HTTPRetryPolicy: Sendable {
     /// A decision added with ``deciding(_:)``: given the attempt's context and the policy's proposal, the strategy to
     /// use. It runs on the runner's queue or task, never while RetryKit holds a lock; keep it pure, since it may be
     /// asked more than once about the same attempt.
-    public typealias Decision =
+    typealias Decision =
         @Sendable (_ context: HTTPRetryContext, _ proposed: RetryStrategy<ContinuousClock>)
         -> RetryStrategy<ContinuousClock>
 
@@ -364,7 +374,11 @@ extension HTTPRetryPolicy {
     ///     return proposed
     /// }
     /// ```
-    public func deciding(_ decision: @escaping Decision) -> HTTPRetryPolicy {
+    public func deciding(
+        _ decision:
+            @escaping @Sendable (_ context: HTTPRetryContext, _ proposed: RetryStrategy<ContinuousClock>)
+            -> RetryStrategy<ContinuousClock>
+    ) -> HTTPRetryPolicy {
         var copy = self
         copy.decisions.append(decision)
         return copy
@@ -394,14 +408,8 @@ extension HTTPRetryPolicy {
     }
 
     /// Whether a response with the status in `context` fails its attempt, so that the retrier sees it as an
-    /// ``HTTPStatusError`` and the policy decides whether to retry it.
-    ///
-    /// A response fails its attempt when its status is in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``,
-    /// or when the policy (custom decisions included) would retry it, as it might retry a 409 for one endpoint. Any
-    /// other response (200, 404, …) is the attempt's successful result: it is final and never retried. A failing
-    /// response may still not be retried (a `POST` without an `Idempotency-Key`, a `Retry-After` beyond
-    /// ``maximumRetryAfter``): the retrier then stops, and the adapters hand that response to the caller.
-    public func treatsAsFailure(_ context: HTTPRetryContext) -> Bool {
+    /// ``HTTPStatusError`` and the policy decides whether to retry it (see "Which responses fail their attempt").
+    package func treatsAsFailure(_ context: HTTPRetryContext) -> Bool {
         guard let status = context.statusCode else { return true }
         if retryableHTTPStatusCodes.contains(status) || retryAfterStatusCodes.contains(status) { return true }
         if case .stop = decision(for: context) { return false }

@@ -32,7 +32,7 @@ extension URLSession {
     /// ## What is retried
     ///
     /// Each attempt is a `URLSessionDataTask` for `request`. A response whose status the policy treats as a failure
-    /// (``HTTPRetryPolicy/treatsAsFailure(_:)``: 503, 429, …) and a transport error
+    /// (see ``HTTPRetryPolicy``: 503, 429, …) and a transport error
     /// fail the attempt, and the policy decides whether and when to retry; no `validate()` step is needed. Any other
     /// response (2xx, 404, …) ends the request at once. RetryKit counts the attempts (``HTTPRetryPolicy/maxAttempts``)
     /// and computes the delays, enforces ``HTTPRetryPolicy/attemptTimeout`` and ``HTTPRetryPolicy/totalTimeout``, and

@@ -26,7 +26,7 @@ import Dispatch
 /// ```
 ///
 /// A repetition ends only when the policy gives up (its error ends it), when the condition of
-/// ``RetryPolicy/onlyWhen(_:)-(RetryCondition)`` (applied before `repeating(withDelay:)`) ends while `false`, or when
+/// ``RetryPolicy/onlyWhen(_:)`` (applied before `repeating(withDelay:)`) ends while `false`, or when
 /// it is cancelled. The pause after a success is not affected by the condition; the next trial then waits for it like
 /// any trial.
 public struct RepeatingRetryPolicy: Sendable {

@@ -11,7 +11,7 @@ extension RetryPolicy {
     /// give-up predicate matches, ``RetryError`` for a deadline, a refused budget or an invalid configuration,
     /// `CancellationError` when the task is cancelled.
     ///
-    /// With ``onlyWhen(_:)-(RetryCondition)`` the run is a series of trials, one at a time: it waits (burning no
+    /// With ``onlyWhen(_:)`` the run is a series of trials, one at a time: it waits (burning no
     /// attempt) until the condition is `true`, runs a trial (that retrier) in a child task, and cancels the trial when
     /// the condition turns `false` (a wait ends at once, a running attempt is cancelled cooperatively; if it still
     /// returns a value, that value is the result). When the condition turns `true` again a new trial starts afresh.

@@ -36,7 +36,7 @@ public struct RetryPolicy: Sendable {
     let base: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
     /// Errors to give up on at once; any match stops.
     let giveUpPredicates: [@Sendable (any Error) -> Bool]
-    /// The condition attempts wait for, if any (several chained ``onlyWhen(_:)-(RetryCondition)`` conditions
+    /// The condition attempts wait for, if any (several chained ``onlyWhen(_:)`` conditions
     /// combined into one).
     package let condition: RetryCondition?
 
@@ -119,7 +119,7 @@ public struct RetryPolicy: Sendable {
     /// Gives up once `maxAttempts` attempts (including the first) have failed.
     ///
     /// Applied twice, the smaller limit wins. A limit below 1 makes every run finish at once with ``RetryError``
-    /// (invalid configuration). With ``onlyWhen(_:)-(RetryCondition)`` and when repeating, the limit applies to each
+    /// (invalid configuration). With ``onlyWhen(_:)`` and when repeating, the limit applies to each
     /// trial: it starts afresh whenever the condition turns true again or after a success.
     public func giveUpAfter(maxAttempts: Int) -> RetryPolicy {
         var copy = self
@@ -196,14 +196,6 @@ public struct RetryPolicy: Sendable {
             base: base, configuration: configuration, giveUpPredicates: giveUpPredicates, condition: combined)
     }
 
-    /// Runs attempts only while the latest value of `values` is `true`.
-    ///
-    /// The same as ``onlyWhen(_:)-(RetryCondition)`` with `RetryCondition(values)`: the sequence is iterated once,
-    /// from now on, and its latest value is shared by every run of the policy. Its end (or error) ends the condition.
-    public func onlyWhen<S: AsyncSequence & Sendable>(_ values: S) -> RetryPolicy where S.Element == Bool {
-        onlyWhen(RetryCondition(values))
-    }
-
     /// A policy that polls: after each success it waits `delay`, then runs the job again, retrying failures with this
     /// policy, which starts afresh after each success.
     ///
@@ -216,13 +208,13 @@ public struct RetryPolicy: Sendable {
     // MARK: - Inspection
 
     /// The most attempts per run (or per trial), including the first; `Int.max` unless limited.
-    public var maxAttempts: Int { configuration.maxAttempts }
+    package var maxAttempts: Int { configuration.maxAttempts }
     /// The time a run (or trial) may take, if limited.
-    public var totalTimeout: Duration? { configuration.totalTimeout }
+    package var totalTimeout: Duration? { configuration.totalTimeout }
     /// The time one attempt may take, if limited.
-    public var attemptTimeout: Duration? { configuration.attemptTimeout }
+    package var attemptTimeout: Duration? { configuration.attemptTimeout }
     /// The budget retries pay into, if any.
-    public var budget: RetryBudget? { configuration.budget }
+    package var budget: RetryBudget? { configuration.budget }
 
     /// What the policy answers for `error` after a failed attempt that has attempts left: ``RetryStrategy/stop`` if a
     /// give-up predicate matches, otherwise the policy's strategy.
