@@ -37,7 +37,7 @@ import Foundation
 ///    set. Otherwise → `RetryStrategy.stop`.
 /// 3. **A response** (a status code and a header lookup; from URLSession, an ``HTTPStatusError``):
 ///    - a status in ``retryAfterStatusCodes`` (429, 503) with a valid `Retry-After` (both forms, see ``RetryAfter``)
-///      → `RetryStrategy.retryAfter` with that delay if it is at most ``maximumRetryAfter`` (the retrier then waits
+///      → `RetryStrategy.retryAfter` with that delay if it is at most ``maxRetryAfter`` (the retrier then waits
 ///      up to 10% longer, see ``retryAfterSpread``, so that clients given the same hint do not return together); a longer
 ///      hint → `RetryStrategy.stop` at once, so the caller gets the response now instead of after a pointless
 ///      sleep. (A hint that ends after the retrier's total deadline also gives up at once: the core checks that.)
@@ -57,7 +57,7 @@ import Foundation
 /// status the policy (custom decisions included) would retry, as it might retry a 409 for one endpoint; the retrier
 /// sees it as an ``HTTPStatusError``. Any other response (200, 404, …) is the attempt's successful result: it is final
 /// and never retried. A failing response may still not be retried (a `POST` without an `Idempotency-Key`, a
-/// `Retry-After` beyond ``maximumRetryAfter``): the retrier then stops, and the adapters hand that response to the
+/// `Retry-After` beyond ``maxRetryAfter``): the retrier then stops, and the adapters hand that response to the
 /// caller.
 ///
 /// With the default parameters, these decisions equal Alamofire's for every method, status code and URL error code, except that a
@@ -101,13 +101,13 @@ public struct HTTPRetryPolicy: Sendable {
     ///
     /// 60 seconds by default: a server asking for longer is usually in a state a user should hear about now rather
     /// than after a silent minute.
-    public var maximumRetryAfter: Duration
+    public var maxRetryAfter: Duration
     /// The cap on each backoff delay, applied before jitter; `nil` for no cap (delays then saturate at
     /// `BackoffStrategy.saturationLimit`).
     ///
     /// 30 seconds by default. With the default retry limit the delays (0.5 s, 1 s) never reach it; it keeps a raised
     /// ``retryLimit`` from growing waits without bound.
-    public var maximumDelay: Duration?
+    public var maxDelay: Duration?
     /// How backoff delays are spread: a `RetryJitter`, the choice `RetryPolicy` uses too. `.full` by default.
     ///
     /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
@@ -118,7 +118,7 @@ public struct HTTPRetryPolicy: Sendable {
     /// up at exactly the cap.
     public var jitter: RetryJitter
     /// How the retries after a `Retry-After` hint are spread: never before the hinted time, never past
-    /// ``maximumRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
+    /// ``maxRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
     public var retryAfterSpread: RetryAfterSpread
     /// Whether a request with a method outside ``retryableHTTPMethods`` is retried when it carries a non-empty
     /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats. `true` by default.
@@ -173,8 +173,8 @@ public struct HTTPRetryPolicy: Sendable {
         self.retryableHTTPStatusCodes = retryableHTTPStatusCodes
         self.retryableTransportFailures = retryableTransportFailures
         self.retryAfterStatusCodes = Self.defaultRetryAfterStatusCodes
-        self.maximumRetryAfter = Self.defaultMaximumRetryAfter
-        self.maximumDelay = Self.defaultMaximumDelay
+        self.maxRetryAfter = Self.defaultMaxRetryAfter
+        self.maxDelay = Self.defaultMaxDelay
         self.jitter = Self.defaultJitter
         self.retryAfterSpread = Self.defaultRetryAfterSpread
         self.retryRequestsWithIdempotencyKey = true
@@ -193,7 +193,7 @@ public struct HTTPRetryPolicy: Sendable {
     public static var alamofireCompatible: HTTPRetryPolicy {
         var policy = HTTPRetryPolicy()
         policy.jitter = .none
-        policy.maximumDelay = nil
+        policy.maxDelay = nil
         policy.retryAfterStatusCodes = []
         policy.retryAfterSpread = .none
         policy.retryRequestsWithIdempotencyKey = false
@@ -218,16 +218,16 @@ public struct HTTPRetryPolicy: Sendable {
     }
 
     /// The backoff the policy uses for retryable statuses and errors:
-    /// `.exponential(scale: exponentialBackoffScale, base: exponentialBackoffBase)`, then `.max(maximumDelay)` if set,
+    /// `.exponential(scale: exponentialBackoffScale, base: exponentialBackoffBase)`, then `.max(maxDelay)` if set,
     /// then the ``jitter``.
     ///
     /// With the defaults, the wait before retry `n` (0-based) is uniform in `[0, min(0.5·2ⁿ, 30) s)`.
     public var backoff: BackoffStrategy<ContinuousClock> {
         let curve = BackoffStrategy<ContinuousClock>.exponential(
             scale: exponentialBackoffScale, base: Double(exponentialBackoffBase))
-        let capped = maximumDelay.map { curve.max($0) } ?? curve
+        let capped = maxDelay.map { curve.max($0) } ?? curve
         return jitter.applied(
-            to: capped, first: curve.delay(forRetry: 0), cap: maximumDelay, using: SystemRandomNumberGenerator())
+            to: capped, first: curve.delay(forRetry: 0), cap: maxDelay, using: SystemRandomNumberGenerator())
     }
 }
 
@@ -268,11 +268,11 @@ extension HTTPRetryPolicy {
 
     /// The longest `Retry-After` honoured by default: 60 seconds. A server asking for longer is usually in a state a
     /// user should hear about now rather than after a silent minute.
-    static let defaultMaximumRetryAfter: Duration = .seconds(60)
+    static let defaultMaxRetryAfter: Duration = .seconds(60)
 
     /// The default cap on a backoff delay: 30 seconds, applied before jitter. With the default retry limit the
     /// delays (0.5 s, 1 s) never reach it; it keeps a raised ``retryLimit`` from growing waits without bound.
-    static let defaultMaximumDelay: Duration? = .seconds(30)
+    static let defaultMaxDelay: Duration? = .seconds(30)
 
     /// The default jitter: `.full` (see ``jitter``).
     static let defaultJitter: RetryJitter = .full
@@ -442,7 +442,7 @@ extension HTTPRetryPolicy {
                     now: now()))
             guard case .retryAfter(let hint) = decision, policy.retryAfterSpread != .none else { return decision }
             var generator = SystemRandomNumberGenerator()
-            let cap = Swift.max(policy.maximumRetryAfter, .zero)
+            let cap = Swift.max(policy.maxRetryAfter, .zero)
             return .retryAfter(policy.retryAfterSpread.delay(after: hint, cap: cap, using: &generator))
         }
     }
@@ -451,7 +451,7 @@ extension HTTPRetryPolicy {
         guard mayRepeat(context) else { return .stop(because: .methodNotIdempotent(context.method)) }
         if let status = context.statusCode {
             if retryAfterStatusCodes.contains(status), let hint = context.retryAfter {
-                let cap = Swift.max(maximumRetryAfter, .zero)
+                let cap = Swift.max(maxRetryAfter, .zero)
                 return hint <= cap ? .retryAfter(hint) : .stop(because: .retryAfterBeyondCap(hint, cap: cap))
             }
             return retryableHTTPStatusCodes.contains(status)

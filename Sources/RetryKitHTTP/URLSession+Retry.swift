@@ -44,7 +44,7 @@ extension URLSession {
     ///
     /// - **A response** `(data, response, nil)`: the first response that does not fail its attempt, or the **last
     ///   response** when the retrier gives up on a failing one: attempts exhausted, the policy stops (a `POST` without
-    ///   an `Idempotency-Key`, a `Retry-After` beyond ``HTTPRetryPolicy/maximumRetryAfter``), the next wait would end
+    ///   an `Idempotency-Key`, a `Retry-After` beyond ``HTTPRetryPolicy/maxRetryAfter``), the next wait would end
     ///   after the total timeout, or the budget refuses the retry. The caller sees the server's 503 with its body, not
     ///   an invented error.
     /// - **A transport error** `(nil, nil, error)`: the `URLError` of the last attempt (`cannotConnectToHost`,

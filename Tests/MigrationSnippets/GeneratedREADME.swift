@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// README.md:96: ReadmeCallbacks (decl)
+// README.md:98: ReadmeCallbacks (decl)
 struct ReadmeCallbacks {
-#sourceLocation(file: "README.md", line: 96)
+#sourceLocation(file: "README.md", line: 98)
 struct Fatal: Error {}
 
 func legacyLoad(_ id: Int, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
@@ -36,9 +36,9 @@ func loadWithRetry(id: Int) -> RetryHandle<String> {
 #sourceLocation()
 }
 
-// README.md:127: ReadmeAsync (decl)
+// README.md:129: ReadmeAsync (decl)
 struct ReadmeAsync {
-#sourceLocation(file: "README.md", line: 127)
+#sourceLocation(file: "README.md", line: 129)
 func fetchAsync(_ url: URL) async throws -> Data {
     try await retry(maxAttempts: 5) {
         try await slowFetch(url)
@@ -51,9 +51,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:148: ReadmeBridges (decl)
+// README.md:150: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 148)
+#sourceLocation(file: "README.md", line: 150)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,9 +67,9 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:176: ReadmeHTTP (decl)
+// README.md:178: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 176)
+#sourceLocation(file: "README.md", line: 178)
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
@@ -79,9 +79,9 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:193: ReadmePolicies (decl)
+// README.md:195: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 193)
+#sourceLocation(file: "README.md", line: 195)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:279: ReadmeErrors (test)
+// README.md:281: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 279)
+#sourceLocation(file: "README.md", line: 281)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:343: ReadmeVirtualTime (decl)
+// README.md:345: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 343)
+#sourceLocation(file: "README.md", line: 345)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

@@ -50,12 +50,12 @@ import Testing
         #expect(decide(status: 503, headers: ["Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"]) == .stop)
 
         var patient = policy
-        patient.maximumRetryAfter = .seconds(120)
+        patient.maxRetryAfter = .seconds(120)
         let hundredSeconds = ["Retry-After": "Sun, 06 Nov 1994 08:49:37 GMT"]
         #expect(decide(patient, status: 503, headers: hundredSeconds) == .retryAfter(.seconds(100)))
 
         var impatient = policy
-        impatient.maximumRetryAfter = .seconds(-5)  // counts as zero
+        impatient.maxRetryAfter = .seconds(-5)  // counts as zero
         #expect(decide(impatient, status: 503, headers: ["Retry-After": "0"]) == .retryAfter(.zero))
         #expect(decide(impatient, status: 503, headers: ["Retry-After": "1"]) == .stop)
     }
@@ -264,7 +264,7 @@ import Testing
         #expect(samples.allSatisfy { $0 < .seconds(30) })
         #expect(samples.contains { $0 < .seconds(15) } && samples.contains { $0 >= .seconds(15) })
 
-        capped.maximumDelay = nil
+        capped.maxDelay = nil
         capped.jitter = .none
         #expect(capped.backoff.delay(forRetry: 10_000) == BackoffStrategy<ContinuousClock>.saturationLimit)
     }
