@@ -8,7 +8,7 @@ import Foundation
 /// `Retry-After`, jitter, a delay cap and idempotency rules.
 ///
 /// The policy is a value. It decides from plain values any HTTP client can supply (``HTTPRetryContext``: the method,
-/// the status, header lookups, a ``TransportFailure``); URLSession support (and ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:attempt:)``
+/// the status, header lookups, a ``TransportFailure``); URLSession support (and ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
 /// for any other client) adapts a client's types to them. It decides; it does not count attempts or compute delays. For each failed attempt it picks a
 /// `RetryStrategy`: `RetryStrategy.backoff` with ``backoff``, `RetryStrategy.retryAfter` with the
 /// server's hint, or `RetryStrategy.stop`. RetryKit's core counts attempts (``maxAttempts`` = ``retryLimit`` + 1)
@@ -52,13 +52,13 @@ import Foundation
 ///
 /// ## Which responses fail their attempt
 ///
-/// The adapters (URLSession's methods, ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:attempt:)``)
-/// fail an attempt whose response has a status in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``, or a
-/// status the policy (custom decisions included) would retry, as it might retry a 409 for one endpoint; the retrier
-/// sees it as an ``HTTPStatusError``. Any other response (200, 404, …) is the attempt's successful result: it is final
-/// and never retried. A failing response may still not be retried (a `POST` without an `Idempotency-Key`, a
-/// `Retry-After` beyond ``maxRetryAfter``): the retrier then stops, and the adapters hand that response to the
-/// caller.
+/// The adapters (URLSession's methods,
+/// ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``) fail an attempt
+/// whose response has a status in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``, or a status the policy
+/// (custom decisions included) would retry, as it might retry a 409 for one endpoint; the retrier sees it as an
+/// ``HTTPStatusError``. Any other response (200, 404, …) is the attempt's successful result: it is final and never
+/// retried. A failing response may still not be retried (a `POST` without an `Idempotency-Key`, a `Retry-After` beyond
+/// ``maxRetryAfter``): the retrier then stops, and the adapters hand that response to the caller.
 ///
 /// With the default parameters, these decisions equal Alamofire's for every method, status code and URL error code, except that a
 /// non-idempotent request with an `Idempotency-Key` is retried and 429/503 with a `Retry-After` wait as asked (or give

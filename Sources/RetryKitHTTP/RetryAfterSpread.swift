@@ -5,7 +5,7 @@ extension HTTPRetryPolicy {
     /// Every wait stays within `[hint, max(hint, cap)]`: never before the time the server asked for, never past the
     /// cap (``HTTPRetryPolicy/maxRetryAfter``). The spread is applied when the retrier asks the policy's strategy
     /// (``HTTPRetryPolicy/strategy(method:url:requestHeader:classify:now:)``, and so in URLSession's methods and
-    /// ``HTTPRetryPolicy/run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:attempt:)``)
+    /// ``HTTPRetryPolicy/run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``)
     /// to every `RetryStrategy.retryAfter` its decisions give; ``HTTPRetryPolicy/decision(for:)`` itself returns the
     /// hint unchanged.
     public enum RetryAfterSpread: Sendable, Hashable {

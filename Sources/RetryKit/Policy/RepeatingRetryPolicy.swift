@@ -46,9 +46,10 @@ public struct RepeatingRetryPolicy: Sendable {
     /// condition ends, or the returned handle is cancelled.
     ///
     /// Each repetition is a trial of the policy (a completion-handler retrier on `queue`); after a success `onValue`
-    /// runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next trial. ``RetryHandle/cancel()``
-    /// cancels the timer or the trial in flight (its cancel hook runs) and `completion` receives `CancellationError`.
-    /// ``RetryHandle/value`` of the returned handle throws the error the repetition ended with.
+    /// runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next trial.
+    /// ``RetryHandle/cancel()`` cancels the timer or the trial in flight (its cancel hook runs) and `completion`
+    /// receives `CancellationError`. ``RetryHandle/value`` of the returned handle throws the error the repetition ended
+    /// with.
     ///
     /// - Parameters:
     ///   - queue: The queue the operation, strategy, observer, `onValue` and `completion` run on.
@@ -120,8 +121,8 @@ public struct RepeatingRetryPolicy: Sendable {
     /// ```
     ///
     /// Work happens only inside `next()`: the first call runs a trial of the policy at once; each later call sleeps on
-    /// `clock` until the repeating delay after the previous success, then runs a new trial. So a slow consumer delays the next
-    /// run instead of piling up values, and dropping the iterator (leaving the loop) leaves nothing running.
+    /// `clock` until the repeating delay after the previous success, then runs a new trial. So a slow consumer delays
+    /// the next run instead of piling up values, and dropping the iterator (leaving the loop) leaves nothing running.
     ///
     /// The sequence ends (returns `nil`) when the consuming task is cancelled, and throws, then ends, when the policy
     /// gives up or the condition ends while `false`. Each iteration is an independent repetition.

@@ -18,8 +18,8 @@ public enum RetryJitter: Sendable, Hashable {
     /// Proportional jitter: `d(x) · U[1 − p, 1 + p)` (`p` clamped to `[0, 1]`; NaN counts as 0), below the cap. See
     /// ``BackoffStrategy/proportionalJitter(_:using:)``.
     case proportional(Double)
-    /// Decorrelated jitter: `U[first, min(cap, 3 · previous))`, starting from the first delay `d(0)`; the growth factor
-    /// is not used. See ``BackoffStrategy/decorrelatedJitter(base:cap:using:)``.
+    /// Decorrelated jitter: `U[first, min(cap, 3 · previous))`, starting from the first delay `d(0)`; the growth
+    /// factor is not used. See ``BackoffStrategy/decorrelatedJitter(base:cap:using:)``.
     case decorrelated
 }
 

@@ -218,7 +218,7 @@ public struct RetryPolicy: Sendable {
 
     /// What the policy answers for `error` after a failed attempt that has attempts left: ``RetryStrategy/stop`` if a
     /// give-up predicate matches, otherwise the policy's strategy.
-    public func strategy(for error: any Error) -> RetryStrategy<ContinuousClock> {
+    public func decision(for error: any Error) -> RetryStrategy<ContinuousClock> {
         for predicate in giveUpPredicates where predicate(error) { return .stop }
         return base(error)
     }
@@ -227,7 +227,7 @@ public struct RetryPolicy: Sendable {
     func strategy<C: Clock>(on clock: C.Type) -> @Sendable (any Error) -> RetryStrategy<C>
     where C.Duration == Duration {
         let policy = self
-        return { error in policy.strategy(for: error).retagged() }
+        return { error in policy.decision(for: error).retagged() }
     }
 
     /// The condition to wait for, unless the configuration is invalid: then runs go straight to the core, which fails

@@ -15,7 +15,7 @@ func policyDelays(_ policy: RetryPolicy, count: Int, error: any Error = CBError(
     var previous: Duration?
     return (0..<count).map { index in
         let decision = RetryDecisionContext(retryIndex: index, previousDelay: previous)
-            .resolve(policy.strategy(for: error))
+            .resolve(policy.decision(for: error))
         switch decision {
         case .retry(let delay):
             previous = delay
