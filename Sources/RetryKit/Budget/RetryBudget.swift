@@ -25,15 +25,15 @@
 /// dependency. It is thread-safe.
 public final class RetryBudget: Sendable {
     /// The tokens the bucket holds when full.
-    public let capacity: Int
+    package let capacity: Int
     /// The tokens a retry costs.
-    public let retryCost: Int
+    package let retryCost: Int
     /// The tokens a retry after a timed-out attempt costs: never less than ``retryCost``.
-    public let timeoutRetryCost: Int
+    package let timeoutRetryCost: Int
     /// The tokens a first-try success refunds.
-    public let successRefund: Int
+    package let successRefund: Int
     /// A retry is refused if paying for it would leave fewer tokens than this.
-    public let minBalance: Int
+    package let minBalance: Int
 
     private let tokens: Locked<Int>
 
