@@ -390,44 +390,41 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:614: httpPolicyDecisions (test)
+// Migration.md:609: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 614)
-// Fragment: `profileURL` stands for your app's code.
-func response(_ status: Int, _ headers: [String: String] = [:]) throws -> HTTPURLResponse {
-    try #require(HTTPURLResponse(url: profileURL, statusCode: status, httpVersion: nil, headerFields: headers))
-}
-func describe(_ strategy: RetryStrategy<ContinuousClock>) -> String {
-    switch strategy {
-    case .backoff: "backoff"
-    case .retryAfter(let delay): "wait \(delay)"
-    case .stop: "stop"
+#sourceLocation(file: "Migration.md", line: 609)
+// A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
+func describe(
+    _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
+    idempotencyKey: String? = nil, failure: TransportFailure? = nil
+) -> String {
+    let context = HTTPRetryContext(
+        method: method, requestHeader: { $0 == "Idempotency-Key" ? idempotencyKey : nil }, statusCode: status,
+        responseHeader: { headers[$0] }, transportFailure: failure)
+    switch policy.decision(for: context) {
+    case .backoff: return "backoff"
+    case .retryAfter(let delay): return "wait \(delay)"
+    case .stop: return "stop"
     }
 }
-let now = Date()
-let get = URLRequest(url: profileURL)
-var post = URLRequest(url: profileURL)
-post.httpMethod = "POST"
-var keyedPost = post
-keyedPost.setValue("order-7f3a", forHTTPHeaderField: "Idempotency-Key")
 
 let policy = HTTPRetryPolicy()
-#expect(describe(policy.decision(for: get, response: try response(503), now: now)) == "backoff")
-#expect(describe(policy.decision(for: get, response: try response(429, ["Retry-After": "3"]), now: now)) == "wait 3.0 seconds")
-#expect(describe(policy.decision(for: get, response: try response(503, ["Retry-After": "600"]), now: now)) == "stop")
-#expect(describe(policy.decision(for: post, response: try response(503), now: now)) == "stop")
-#expect(describe(policy.decision(for: keyedPost, response: try response(503), now: now)) == "backoff")
-#expect(describe(policy.decision(for: get, error: URLError(.cancelled), now: now)) == "stop")
+#expect(describe(policy, .get, status: 503) == "backoff")
+#expect(describe(policy, .get, status: 429, headers: ["Retry-After": "3"]) == "wait 3.0 seconds")
+#expect(describe(policy, .get, status: 503, headers: ["Retry-After": "600"]) == "stop")
+#expect(describe(policy, .post, status: 503) == "stop")
+#expect(describe(policy, .post, status: 503, idempotencyKey: "order-7f3a") == "backoff")
+#expect(describe(policy, .get, failure: .cancelled) == "stop")
 
 let alamofire = HTTPRetryPolicy.alamofireCompatible
-#expect(describe(alamofire.decision(for: get, response: try response(429, ["Retry-After": "3"]), now: now)) == "stop")
-#expect(describe(alamofire.decision(for: keyedPost, response: try response(503), now: now)) == "stop")
+#expect(describe(alamofire, .get, status: 429, headers: ["Retry-After": "3"]) == "stop")
+#expect(describe(alamofire, .post, status: 503, idempotencyKey: "order-7f3a") == "stop")
 #sourceLocation()
 }
 
-// Migration.md:659: urlSessionAsync (body)
+// Migration.md:651: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 659)
+#sourceLocation(file: "Migration.md", line: 651)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -443,9 +440,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:685: urlSessionCallback (body)
+// Migration.md:677: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 685)
+#sourceLocation(file: "Migration.md", line: 677)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> HTTPRetryTask
@@ -465,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:717: httpPolicyWithAsyncRetry (body)
+// Migration.md:709: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 717)
+#sourceLocation(file: "Migration.md", line: 709)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -487,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:749: asyncLibraryCallSites (body)
+// Migration.md:741: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 749)
+#sourceLocation(file: "Migration.md", line: 741)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -519,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:810: asyncLibraryDifferences (test)
+// Migration.md:802: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 810)
+#sourceLocation(file: "Migration.md", line: 802)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -544,9 +541,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:867: swiftRetrierAfter (body)
+// Migration.md:859: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 867)
+#sourceLocation(file: "Migration.md", line: 859)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -555,7 +552,7 @@ let signedIn = RetryCondition(true)  // set `signedIn.value` as the state change
 let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
     .onlyWhen(signedIn)
     .giveUpAfter(maxAttempts: 10)
-    .giveUpAfter(timeout: .seconds(30))
+    .giveUpAfter(totalTimeout: .seconds(30))
     .giveUpOnErrors { $0 is MyFatalError }
 
 // One job, async: the value, or the error the policy gave up with.
@@ -572,9 +569,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:898: swiftRetrierCallbacks (body)
+// Migration.md:890: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 898)
+#sourceLocation(file: "Migration.md", line: 890)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -585,9 +582,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:927: swiftRetrierToday (body)
+// Migration.md:919: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 927)
+#sourceLocation(file: "Migration.md", line: 919)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// README.md:81: ReadmeCallbacks (decl)
+// README.md:99: ReadmeCallbacks (decl)
 struct ReadmeCallbacks {
-#sourceLocation(file: "README.md", line: 81)
+#sourceLocation(file: "README.md", line: 99)
 struct Fatal: Error {}
 
 func legacyLoad(_ id: Int, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
@@ -36,9 +36,9 @@ func loadWithRetry(id: Int) -> RetryHandle<String> {
 #sourceLocation()
 }
 
-// README.md:112: ReadmeAsync (decl)
+// README.md:130: ReadmeAsync (decl)
 struct ReadmeAsync {
-#sourceLocation(file: "README.md", line: 112)
+#sourceLocation(file: "README.md", line: 130)
 func fetchAsync(_ url: URL) async throws -> Data {
     try await retry(maxAttempts: 5) {
         try await slowFetch(url)
@@ -51,9 +51,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:133: ReadmeBridges (decl)
+// README.md:151: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 133)
+#sourceLocation(file: "README.md", line: 151)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,9 +67,9 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:164: ReadmeHTTP (decl)
+// README.md:182: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 164)
+#sourceLocation(file: "README.md", line: 182)
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
@@ -79,9 +79,9 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:182: ReadmePolicies (decl)
+// README.md:200: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 182)
+#sourceLocation(file: "README.md", line: 200)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:268: ReadmeErrors (test)
+// README.md:286: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 268)
+#sourceLocation(file: "README.md", line: 286)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:332: ReadmeVirtualTime (decl)
+// README.md:350: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 332)
+#sourceLocation(file: "README.md", line: 350)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

@@ -20,7 +20,7 @@ extension RetryPolicy {
     /// on `queue`, the completion runs exactly once, cancel stops the timer or the attempt (its cancel hook runs), and
     /// nothing is retained after the end.
     ///
-    /// With ``onlyWhen(_:)-(RetryCondition)`` the run is a series of trials, one at a time, each such a retrier: a
+    /// With ``onlyWhen(_:)`` the run is a series of trials, one at a time, each such a retrier: a
     /// trial starts when the condition is `true`, is cancelled when it turns `false` (its late result is ignored), and
     /// a new trial starts afresh when it turns `true` again. The run ends with the first trial that succeeds or gives
     /// up, with ``RetryError`` (``RetryError/Reason-swift.enum/conditionEnded``) if the condition ends while `false`,

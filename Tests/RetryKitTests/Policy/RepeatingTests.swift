@@ -115,7 +115,7 @@ struct RepeatingCallbackTests {
         let condition = RetryCondition(true)
         let times = Locked<[Duration]>([])
         let errors = Locked<[any Error]>([])
-        RetryPolicy.noDelay.repeating(withDelay: .seconds(10)).onlyWhen(condition).execute(
+        RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(10)).execute(
             on: queue, scheduler: scheduler,
             operation: { _, done in
                 times.withLock { $0.append(scheduler.now) }
