@@ -301,7 +301,7 @@ final class ProfileStore: Sendable {
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
 #sourceLocation(file: "Migration.md", line: 453)
 struct Flaky: Error {}
-func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
+func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> where C.Duration == Duration {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
 }
 
