@@ -519,9 +519,31 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:806: asyncLibraryDifferences (test)
+// Migration.md:781: AsyncLibraryAnyClock (decl)
+struct AsyncLibraryAnyClock {
+#sourceLocation(file: "Migration.md", line: 781)
+func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
+    try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
+        try await operation()
+    } strategy: { _ in
+        .backoff(.linear(a: pause, b: pause).max(pause * 3))
+    }
+}
+
+func loadJittered<C: Clock>(on clock: C, _ operation: () async throws -> Int) async throws -> Int
+where C.Duration == Duration {
+    try await retry(clock: clock) {
+        try await operation()
+    } strategy: { _ in
+        .backoff(.exponential(a: .milliseconds(100), b: 2).max(.seconds(2)).jitter())
+    }
+}
+#sourceLocation()
+}
+
+// Migration.md:860: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 806)
+#sourceLocation(file: "Migration.md", line: 860)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -544,9 +566,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:863: swiftRetrierAfter (body)
+// Migration.md:918: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 863)
+#sourceLocation(file: "Migration.md", line: 918)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -572,9 +594,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:894: swiftRetrierCallbacks (body)
+// Migration.md:949: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 894)
+#sourceLocation(file: "Migration.md", line: 949)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -585,9 +607,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:923: swiftRetrierToday (body)
+// Migration.md:978: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 923)
+#sourceLocation(file: "Migration.md", line: 978)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

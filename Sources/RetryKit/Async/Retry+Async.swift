@@ -25,6 +25,15 @@
 /// - Everything runs in the caller's isolation (`#isolation`): `operation` and `strategy` may touch the caller's
 ///   actor-isolated state without `await`, and `operation` may return a non-`Sendable` value.
 ///
+/// ## Time limits and events
+///
+/// This overload takes the async retry library's options, plus `budget:`. `totalTimeout:`, `attemptTimeout:` and
+/// `observer:` belong to
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``,
+/// whose operation receives its ``RetryAttempt`` and is `@Sendable` (a timeout runs it in a child task). Adding one of
+/// them to a call of this overload never switches the call to that closure shape behind your back: the call is rejected
+/// with a message that says to write the operation as `{ attempt in … }`.
+///
 /// ## Cancellation
 ///
 /// Task cancellation is checked before every attempt: a task that is already cancelled when `retry` is called runs no

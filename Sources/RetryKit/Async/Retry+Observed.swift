@@ -6,6 +6,11 @@
 /// library): a total deadline, a per-attempt timeout,
 /// events for logging and metrics, or the attempt number inside the operation.
 ///
+/// Its operation always takes the attempt, `{ attempt in … }`, whichever options a call names: adding or removing
+/// `totalTimeout:`, `attemptTimeout:` or `observer:` never changes the closure a call accepts. Naming one of them on a
+/// call whose operation takes no attempt (`{ try await … }`, the basic overload's shape) does not compile, and the
+/// compiler says to write `{ attempt in … }`.
+///
 /// ```swift
 /// let user = try await retry(maxAttempts: 5, totalTimeout: .seconds(10), attemptTimeout: .seconds(2), clock: clock) {
 ///     attempt in

@@ -52,15 +52,19 @@ import Foundation  // pow
 ///   `BackoffStrategy<SuspendingClock>(policyBackoff)`.
 /// - For any other duration type, only ``none``, ``constant(_:)``, ``linear(a:b:)``, ``min(_:)``, ``max(_:)`` and
 ///   ``init(duration:)`` exist (as in that library): the strategy is its ``duration`` closure, computed with the
-///   duration type's own arithmetic (RetryKit cannot saturate a type it does not know), and the async `retry` sleeps
-///   on the clock for exactly that value. A zero or negative value does not suspend.
+///   duration type's own arithmetic (RetryKit cannot saturate a type it does not know; a cap still wins over a
+///   minimum), and the async `retry` sleeps on the clock for exactly that value. A zero or negative value does not
+///   suspend. The other entry points and policies measure time in `Swift.Duration` and take such clocks only.
 public struct BackoffStrategy<C: Clock>: Sendable {
     /// A strategy for a `Swift.Duration` clock is always a curve; any other clock's is always a closure.
     enum Storage: Sendable {
         /// The saturating curve, and the tightest cap of its chain (clamped, rounded down to whole nanoseconds).
         case curve(BackoffCurve, cap: Duration?)
-        /// A closure in the clock's own duration type.
-        case closure(@Sendable (Int) -> C.Duration)
+        /// A closure in the clock's own duration type, and the tightest ``max(_:)`` of its chain (the closure already
+        /// applies it; a later ``min(_:)`` is held below it).
+        // `indirect`: a `C.Duration` payload inline crashes Swift 6.3.1's SILGen on a closure returning a strategy
+        // passed to a function generic over `C where C.Duration == Duration` (see `RetryStrategy.retryAfter`).
+        indirect case closure(@Sendable (Int) -> C.Duration, cap: C.Duration?)
     }
 
     let storage: Storage
@@ -88,7 +92,7 @@ public struct BackoffStrategy<C: Clock>: Sendable {
             // A constant check once specialized; the cast below then always succeeds.
             storage = .curve(.custom({ x in (duration(x) as? Duration) ?? .zero }), cap: nil)
         } else {
-            storage = .closure(duration)
+            storage = .closure(duration, cap: nil)
         }
     }
 
@@ -100,18 +104,12 @@ public struct BackoffStrategy<C: Clock>: Sendable {
     /// every call.
     public var duration: @Sendable (_ attempt: Int) -> C.Duration {
         switch storage {
-        case .closure(let body):
+        case .closure(let body, _):
             return body
         case .curve(let curve, let cap):
             // Only built for `Swift.Duration` clocks: the cast always succeeds (a no-op once specialized).
             return { x in (curve.delay(forRetry: x, previous: nil, cap: cap) as? C.Duration) ?? .zero }
         }
-    }
-
-    /// The curve of a strategy, when `C.Duration` is `Swift.Duration` (always, for such a clock).
-    var curveAndCap: (curve: BackoffCurve, cap: Duration?)? {
-        if case .curve(let curve, let cap) = storage { return (curve, cap) }
-        return nil
     }
 }
 
@@ -138,7 +136,7 @@ extension BackoffStrategy where C.Duration == Duration {
     where Other.Duration == Duration {
         switch strategy.storage {
         case .curve(let curve, let cap): return (curve, cap)
-        case .closure(let body): return (.custom(body), nil)
+        case .closure(let body, _): return (.custom(body), nil)
         }
     }
 
@@ -244,7 +242,7 @@ extension BackoffStrategy {
     /// Runners carry out a zero delay without arming a timer or suspending. Available for any clock.
     public static var none: Self {
         if C.Duration.self == Duration.self { return Self(.none, cap: nil) }
-        return Self(storage: .closure({ _ in .zero }))
+        return Self(storage: .closure({ _ in .zero }, cap: nil))
     }
 
     /// The same delay before every retry: f(x) = c.
@@ -254,7 +252,7 @@ extension BackoffStrategy {
     /// - Parameter c: The delay. Negative values count as zero.
     public static func constant(_ c: C.Duration) -> Self {
         if let c = c as? Duration { return Self(.constant(DelayMath.seconds(c)), cap: nil) }
-        return Self(storage: .closure({ _ in c }))
+        return Self(storage: .closure({ _ in c }, cap: nil))
     }
 
     /// A delay that grows linearly: f(x) = a·x + b.
@@ -269,7 +267,7 @@ extension BackoffStrategy {
         if let a = a as? Duration, let b = b as? Duration {
             return Self(.linear(a: DelayMath.seconds(a), b: DelayMath.seconds(b)), cap: nil)
         }
-        return Self(storage: .closure({ x in a * Swift.max(x, 0) + b }))
+        return Self(storage: .closure({ x in a * Swift.max(x, 0) + b }, cap: nil))
     }
 }
 
@@ -348,13 +346,16 @@ extension BackoffStrategy {
     /// - Parameter m: The minimum. Negative values count as zero. A cap wins over a minimum, whatever the order: if a
     ///   ``max(_:)`` before or after this is below `m`, the delay is that cap.
     public func min(_ m: C.Duration) -> Self {
-        if let (curve, cap) = curveAndCap, let m = m as? Duration {
+        switch storage {
+        case .curve(let curve, let cap):
+            guard let m = m as? Duration else { return self }  // always a `Swift.Duration`: curves are built only then
             // Below the chain's cap, so that the cap holds: max(f(x), min(m, cap)).
             let capSeconds = cap.map(DelayMath.seconds) ?? DelayMath.limitSeconds
             return Self(.atLeast(curve, Swift.min(DelayMath.seconds(m), capSeconds)), cap: cap)
+        case .closure(let base, let cap):
+            let floor = cap.map { Swift.min(m, $0) } ?? m
+            return Self(storage: .closure({ x in Swift.max(base(x), floor) }, cap: cap))
         }
-        let base = duration
-        return Self(storage: .closure({ x in Swift.max(base(x), m) }))
     }
 
     /// Caps the delay: min(f(x), M).
@@ -365,12 +366,14 @@ extension BackoffStrategy {
     /// - Parameter M: The cap. Negative values count as zero; a cap that is not a whole number of nanoseconds is
     ///   rounded down to one, like every delay.
     public func max(_ M: C.Duration) -> Self {
-        if let (curve, cap) = curveAndCap, let M = M as? Duration {
+        switch storage {
+        case .curve(let curve, let cap):
+            guard let M = M as? Duration else { return self }  // always a `Swift.Duration`: curves are built only then
             let bound = DelayMath.wholeNanoseconds(M)
             return Self(.atMost(curve, bound), cap: Swift.min(cap ?? bound, bound))
+        case .closure(let base, let cap):
+            return Self(storage: .closure({ x in Swift.min(base(x), M) }, cap: cap.map { Swift.min($0, M) } ?? M))
         }
-        let base = duration
-        return Self(storage: .closure({ x in Swift.min(base(x), M) }))
     }
 }
 

@@ -82,7 +82,7 @@ extension RetryStrategy {
             case .curve(let curve, let cap):
                 let delay = curve.delay(forRetry: context.retryIndex, previous: context.previousDelay, cap: cap)
                 return (.retry(after: delay), nil)
-            case .closure(let body):
+            case .closure(let body, _):
                 let wait = body(context.retryIndex)
                 return (.retry(after: .zero), wait > .zero ? wait : nil)
             }

@@ -173,6 +173,11 @@ struct AnyClockTests {
             ])
         let plain: (Int) -> Ticks = BackoffStrategy<TickClock>.linear(a: Ticks(1), b: .zero).duration
         #expect(plain(4) == Ticks(4))
+        // A cap wins over a minimum, whatever the order, as for Swift.Duration strategies.
+        let capped = BackoffStrategy<TickClock>.constant(Ticks(9)).max(Ticks(5))
+        #expect(capped.min(Ticks(7)).duration(0) == Ticks(5))
+        #expect(capped.min(Ticks(7)).max(Ticks(6)).duration(0) == Ticks(5))
+        #expect(BackoffStrategy<TickClock>.constant(Ticks(1)).min(Ticks(7)).max(Ticks(4)).duration(0) == Ticks(4))
     }
 
     @Test("A clock with its own duration type: a task cancelled before the call runs no attempt")
@@ -245,5 +250,32 @@ struct AnyClockTests {
         #expect(strategy.duration(3) == .seconds(2))
         let huge = BackoffStrategy<SuspendingClock>(duration: { _ in .seconds(Int64.max) })
         #expect(huge.delay(forRetry: 0) == BackoffStrategy<SuspendingClock>.saturationLimit)
+    }
+
+    /// Compiling this is the test: with a `C.Duration` payload stored inline in `RetryStrategy` or `BackoffStrategy`,
+    /// Swift 6.3.1's SILGen crashed on a strategy closure passed to an entry point generic over
+    /// `C where C.Duration == Duration`.
+    @Test("A strategy closure passed to the Swift.Duration-only entry points compiles and runs")
+    func strategyClosuresForSwiftDurationEntryPoints() async throws {
+        let backoff = BackoffStrategy<InstantClock>.constant(.seconds(1))
+        let bridged = try await withRetry(maxAttempts: 2, clock: InstantClock()) {
+            (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
+            done(attempt.number < 2 ? .failure(Flaky(attempt: attempt.number)) : .success(attempt.number))
+        } strategy: { _ in
+            .backoff(backoff)
+        }
+        let clock = InstantClock()
+        let events = Recorder<String>()
+        let observed = try await retry(maxAttempts: 2, clock: clock) { attempt in
+            if attempt.number < 2 { throw Flaky(attempt: attempt.number) }
+            return attempt.number
+        } strategy: { _ in
+            .retryAfter(.seconds(2))
+        } observer: { event in
+            if case .attemptFailed(_, _, let next) = event { events.append("\(next)") }
+        }
+        #expect(bridged == 2 && observed == 2)
+        #expect(events.values.count == 1)
+        #expect(clock.now == .zero.advanced(by: .seconds(2)))
     }
 }
