@@ -51,9 +51,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:132: ReadmeBridges (decl)
+// README.md:139: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 132)
+#sourceLocation(file: "README.md", line: 139)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,9 +67,9 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:160: ReadmeHTTP (decl)
+// README.md:167: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 160)
+#sourceLocation(file: "README.md", line: 167)
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
@@ -79,9 +79,9 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:177: ReadmePolicies (decl)
+// README.md:184: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 177)
+#sourceLocation(file: "README.md", line: 184)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:263: ReadmeErrors (test)
+// README.md:270: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 263)
+#sourceLocation(file: "README.md", line: 270)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:327: ReadmeVirtualTime (decl)
+// README.md:334: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 327)
+#sourceLocation(file: "README.md", line: 334)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
