@@ -57,6 +57,7 @@ import Foundation  // pow
 ///   suspend. The other entry points and policies measure time in `Swift.Duration` and take such clocks only.
 public struct BackoffStrategy<C: Clock>: Sendable {
     /// A strategy for a `Swift.Duration` clock is always a curve; any other clock's is always a closure.
+    @usableFromInline
     enum Storage: Sendable {
         /// The saturating curve, and the tightest cap of its chain (clamped, rounded down to whole nanoseconds).
         case curve(BackoffCurve, cap: Duration?)
@@ -67,8 +68,10 @@ public struct BackoffStrategy<C: Clock>: Sendable {
         indirect case closure(@Sendable (Int) -> C.Duration, cap: C.Duration?)
     }
 
+    @usableFromInline
     let storage: Storage
 
+    @usableFromInline
     init(storage: Storage) {
         self.storage = storage
     }
@@ -166,6 +169,7 @@ extension BackoffStrategy where C.Duration == Duration {
 }
 
 /// The clock-independent form of a `Swift.Duration` backoff strategy, and the one place where its delays are computed.
+@usableFromInline
 indirect enum BackoffCurve: Sendable {
     case none
     case constant(Double)
@@ -181,8 +185,15 @@ indirect enum BackoffCurve: Sendable {
     /// The spread, and the tightest cap of the curve below it in seconds (the draw's range is capped before it).
     case proportionalJitter(BackoffCurve, Double, cap: Double, RandomSource)
 
+    /// `delay` clamped to `[0, saturationLimit]`: a ``RetryStrategy/retryAfter(_:)`` wait.
+    @usableFromInline
+    static func clamped(_ delay: Duration) -> Duration {
+        DelayMath.clamp(delay)
+    }
+
     /// The delay before retry `x`: see ``BackoffStrategy/delay(forRetry:previous:)``. `cap` is the chain's tightest
     /// cap.
+    @usableFromInline
     func delay(forRetry x: Int, previous: Duration?, cap: Duration?) -> Duration {
         if case .none = self { return .zero }  // the default strategy: no detour through `Double`
         let prev = previous.map(DelayMath.seconds)
@@ -240,8 +251,10 @@ extension BackoffStrategy {
     /// No delay between attempts: f(x) = 0.
     ///
     /// Runners carry out a zero delay without arming a timer or suspending. Available for any clock.
+    @inlinable
     public static var none: Self {
-        if C.Duration.self == Duration.self { return Self(.none, cap: nil) }
+        // Inlinable: the check is a constant once specialized, and the default strategy costs no call.
+        if C.Duration.self == Duration.self { return Self(storage: .curve(.none, cap: nil)) }
         return Self(storage: .closure({ _ in .zero }, cap: nil))
     }
 

@@ -53,9 +53,11 @@ package struct RetryConfiguration: Sendable {
 @usableFromInline
 package struct RetryDecisionContext: Sendable {
     /// The 0-based retry index: 0 for the wait before the second attempt.
+    @usableFromInline
     package let retryIndex: Int
     /// The last delay a backoff computed for this retrier, if any: a ``RetryStrategy/retryAfter(_:)`` wait in between
     /// does not replace it.
+    @usableFromInline
     package let previousDelay: Duration?
 
     /// Creates a context; the state machine creates these for runners, tests and test support may too.

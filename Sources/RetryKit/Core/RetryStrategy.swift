@@ -69,16 +69,21 @@ extension RetryStrategy {
     ///
     /// It may run user code (a custom backoff closure, a caller's random generator), so runners call it without
     /// holding a lock.
-    @usableFromInline
+    ///
+    /// Inlinable, so that it is specialized for the caller's clock: the checks on the clock's duration type are then
+    /// constants, and the default `.backoff(.none)` costs no call at all.
+    @inlinable
     func resolved(in context: RetryDecisionContext) -> (decision: RetryDecision, clockWait: C.Duration?) {
         switch self {
         case .stop(let reason):
             return (.stop(reason), nil)
         case .retryAfter(let delay):
-            if let delay = delay as? Duration { return (.retryAfterHint(DelayMath.clamp(delay)), nil) }
+            if let delay = delay as? Duration { return (.retryAfterHint(BackoffCurve.clamped(delay)), nil) }
             return (.retryAfterHint(.zero), delay > .zero ? delay : nil)
         case .backoff(let backoff):
             switch backoff.storage {
+            case .curve(.none, _):
+                return (.retry(after: .zero), nil)
             case .curve(let curve, let cap):
                 let delay = curve.delay(forRetry: context.retryIndex, previous: context.previousDelay, cap: cap)
                 return (.retry(after: delay), nil)
