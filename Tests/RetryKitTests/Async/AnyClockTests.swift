@@ -78,6 +78,14 @@ func seedStrategies<C: Clock>(_ d: C.Duration) -> [BackoffStrategy<C>] {
     ]
 }
 
+/// The library's strategies for `Swift.Duration` clocks, spelled as documented, generic over such a clock.
+func seedDurationStrategies<C: Clock>(_ d: C.Duration) -> [BackoffStrategy<C>] where C.Duration == Duration {
+    [
+        .exponential(a: d, b: 2), BackoffStrategy<C>.constant(d).jitter(),
+        .linear(a: d, b: .zero).jitter(using: SystemRandomNumberGenerator()),
+    ]
+}
+
 /// A typed-throws operation and strategy, generic over any clock, as in the documented signature.
 func retryTyped<C: Clock>(clock: C, operation: () async throws(Flaky) -> Int) async throws -> Int {
     try await retry(clock: clock) { () async throws(Flaky) -> Int in
@@ -171,6 +179,9 @@ struct AnyClockTests {
                 [.zero, .zero, .zero], [Ticks(3), Ticks(3), Ticks(3)], [Ticks(3), Ticks(6), Ticks(9)],
                 [Ticks(3), Ticks(3), Ticks(3)], [Ticks(3), Ticks(3), Ticks(3)], [Ticks(3), Ticks(3), Ticks(3)],
             ])
+        let onSwiftDuration: [BackoffStrategy<SuspendingClock>] = seedDurationStrategies(.seconds(1))
+        #expect(onSwiftDuration[0].duration(3) == .seconds(8))
+        #expect(onSwiftDuration[1].duration(0) < .seconds(1) && onSwiftDuration[2].duration(2) < .seconds(2))
         let plain: (Int) -> Ticks = BackoffStrategy<TickClock>.linear(a: Ticks(1), b: .zero).duration
         #expect(plain(4) == Ticks(4))
         // A cap wins over a minimum, whatever the order, as for Swift.Duration strategies.
