@@ -301,7 +301,7 @@ final class ProfileStore: Sendable {
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
 #sourceLocation(file: "Migration.md", line: 456)
 struct Flaky: Error {}
-func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> {
+func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> where C.Duration == Duration {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
 }
 
@@ -516,9 +516,31 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:802: asyncLibraryDifferences (test)
+// Migration.md:777: AsyncLibraryAnyClock (decl)
+struct AsyncLibraryAnyClock {
+#sourceLocation(file: "Migration.md", line: 777)
+func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
+    try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
+        try await operation()
+    } strategy: { _ in
+        .backoff(.linear(a: pause, b: pause).max(pause * 3))
+    }
+}
+
+func loadJittered<C: Clock>(on clock: C, _ operation: () async throws -> Int) async throws -> Int
+where C.Duration == Duration {
+    try await retry(clock: clock) {
+        try await operation()
+    } strategy: { _ in
+        .backoff(.exponential(a: .milliseconds(100), b: 2).max(.seconds(2)).jitter())
+    }
+}
+#sourceLocation()
+}
+
+// Migration.md:856: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 802)
+#sourceLocation(file: "Migration.md", line: 856)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -541,9 +563,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:859: swiftRetrierAfter (body)
+// Migration.md:914: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 859)
+#sourceLocation(file: "Migration.md", line: 914)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -569,9 +591,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:890: swiftRetrierCallbacks (body)
+// Migration.md:945: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 890)
+#sourceLocation(file: "Migration.md", line: 945)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -582,9 +604,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:919: swiftRetrierToday (body)
+// Migration.md:974: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 919)
+#sourceLocation(file: "Migration.md", line: 974)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

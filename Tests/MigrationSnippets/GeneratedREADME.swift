@@ -51,9 +51,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:151: ReadmeBridges (decl)
+// README.md:158: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 151)
+#sourceLocation(file: "README.md", line: 158)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,9 +67,9 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:182: ReadmeHTTP (decl)
+// README.md:189: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 182)
+#sourceLocation(file: "README.md", line: 189)
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
@@ -79,9 +79,9 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:200: ReadmePolicies (decl)
+// README.md:207: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 200)
+#sourceLocation(file: "README.md", line: 207)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:286: ReadmeErrors (test)
+// README.md:293: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 286)
+#sourceLocation(file: "README.md", line: 293)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:350: ReadmeVirtualTime (decl)
+// README.md:357: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 350)
+#sourceLocation(file: "README.md", line: 357)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

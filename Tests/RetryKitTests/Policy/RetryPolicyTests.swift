@@ -147,7 +147,7 @@ struct RetryPolicyConfigurationTests {
     }
 }
 
-extension RetryStrategy {
+extension RetryStrategy where C.Duration == Duration {
     fileprivate func isRetryAfter(_ delay: Duration) -> Bool {
         if case .retryAfter(let d) = self { return d == delay }
         return false
