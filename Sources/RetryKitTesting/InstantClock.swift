@@ -21,7 +21,7 @@ import RetryKit
 public struct InstantClock: Clock {
     /// The same virtual timeline as ``VirtualClock``.
     public typealias Instant = VirtualClock.Instant
-    /// Durations are Swift's `Duration`, as RetryKit requires of its clocks.
+    /// Durations are Swift's `Duration`, so every RetryKit entry point, strategy and policy works with this clock.
     public typealias Duration = Swift.Duration
 
     private let current: Locked<Duration>

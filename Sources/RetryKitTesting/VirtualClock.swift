@@ -77,7 +77,7 @@ public final class VirtualClock: Clock, Sendable {
         public var description: String { "VirtualClock.Instant(\(offset))" }
     }
 
-    /// Durations are Swift's `Duration`, as RetryKit requires of its clocks.
+    /// Durations are Swift's `Duration`, so every RetryKit entry point, strategy and policy works with this clock.
     public typealias Duration = Swift.Duration
 
     /// A sleeper that is pending: counted by ``sleeperCount`` and woken in (deadline, registration) order.

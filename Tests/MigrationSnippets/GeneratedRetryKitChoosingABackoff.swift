@@ -83,3 +83,13 @@ let uncapped = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 1
 #expect(BackoffStrategy<ContinuousClock>.linear(a: .seconds(-1), b: .seconds(-5)).delay(forRetry: 3) == .zero)
 #sourceLocation()
 }
+
+// Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md:191: oneStrategyEveryClock (test)
+@Test("ChoosingABackoff.md: oneStrategyEveryClock") func oneStrategyEveryClock() async throws {
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/ChoosingABackoff.md", line: 191)
+let backoff = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2).max(.seconds(30))
+let suspending = BackoffStrategy<SuspendingClock>(backoff)
+#expect(suspending.delay(forRetry: 3) == .seconds(8))
+#expect(backoff.duration(10) == .seconds(30))  // the strategy as a plain function of the retry index
+#sourceLocation()
+}

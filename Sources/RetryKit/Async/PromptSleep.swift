@@ -10,8 +10,7 @@ extension AsyncRetry {
     ///
     /// - Throws: `CancellationError` when the task is cancelled, or what the clock's `sleep` throws.
     @inlinable
-    static func sleep<C: Clock>(until deadline: C.Instant, tolerance: Duration?, clock: C) async throws
-    where C.Duration == Duration {
+    static func sleep<C: Clock>(until deadline: C.Instant, tolerance: C.Duration?, clock: C) async throws {
         if endsSleepOnCancellation(C.self) {
             try await clock.sleep(until: deadline, tolerance: tolerance)
         } else {
@@ -28,8 +27,7 @@ extension AsyncRetry {
 
     /// ``sleep(until:tolerance:clock:)`` for a duration from now.
     @inlinable
-    static func sleep<C: Clock>(for delay: Duration, tolerance: Duration?, clock: C) async throws
-    where C.Duration == Duration {
+    static func sleep<C: Clock>(for delay: C.Duration, tolerance: C.Duration?, clock: C) async throws {
         if endsSleepOnCancellation(C.self) {
             try await clock.sleep(for: delay, tolerance: tolerance)
         } else {
@@ -39,8 +37,9 @@ extension AsyncRetry {
 
     /// The sleep of a clock RetryKit does not know: see ``sleep(until:tolerance:clock:)``.
     @usableFromInline
-    static func sleepEndingOnCancel<C: Clock>(until deadline: C.Instant, tolerance: Duration?, clock: C) async throws
-    where C.Duration == Duration {
+    static func sleepEndingOnCancel<C: Clock>(until deadline: C.Instant, tolerance: C.Duration?, clock: C)
+        async throws
+    {
         try Task.checkCancellation()
         let race = SleepRace()
         try await withTaskCancellationHandler {

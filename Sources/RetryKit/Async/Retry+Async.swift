@@ -25,6 +25,15 @@
 /// - Everything runs in the caller's isolation (`#isolation`): `operation` and `strategy` may touch the caller's
 ///   actor-isolated state without `await`, and `operation` may return a non-`Sendable` value.
 ///
+/// ## Time limits and events
+///
+/// This overload takes the async retry library's options, plus `budget:`. `totalTimeout:`, `attemptTimeout:` and
+/// `observer:` belong to
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``,
+/// whose operation receives its ``RetryAttempt`` and is `@Sendable` (a timeout runs it in a child task). Adding one of
+/// them to a call of this overload never switches the call to that closure shape behind your back: the call is rejected
+/// with a message that says to write the operation as `{ attempt in … }`.
+///
 /// ## Cancellation
 ///
 /// Task cancellation is checked before every attempt: a task that is already cancelled when `retry` is called runs no
@@ -40,8 +49,12 @@
 ///     ``RetryError`` with reason ``RetryError/Reason-swift.enum/budgetExhausted`` carrying the last error. A success
 ///     refunds its retry. `nil` by default.
 ///   - tolerance: The tolerance passed to the clock for each wait. `nil` by default.
-///   - clock: The clock that measures the waits. It must use `Swift.Duration` (`C.Duration == Duration`), as
-///     `ContinuousClock`, `SuspendingClock` and RetryKitTesting's `VirtualClock` and `InstantClock` do.
+///   - clock: The clock that measures the waits: any `Clock`. With `Swift.Duration` (`ContinuousClock`,
+///     `SuspendingClock`, RetryKitTesting's `VirtualClock` and `InstantClock`) every strategy is available and delays
+///     saturate; with another duration type, the strategies the async retry library offered for any clock
+///     (``BackoffStrategy/none``, ``BackoffStrategy/constant(_:)``, ``BackoffStrategy/linear(a:b:)``,
+///     ``BackoffStrategy/min(_:)``, ``BackoffStrategy/max(_:)``, ``BackoffStrategy/init(duration:)``) and
+///     ``RetryStrategy/retryAfter(_:)`` sleep for exactly the value they compute.
 ///   - isolation: The actor the operation and the strategy run on; inherited from the caller.
 ///   - operation: The work to try. Its thrown error type `E` is what `strategy` receives.
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` (retry at once)
@@ -60,7 +73,7 @@ public func retry<R, E, C>(
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws(E) -> sending R,
     strategy: (E) -> RetryStrategy<C> = { _ in .backoff(.none) }
-) async throws -> sending R where C: Clock, E: Error, C.Duration == Duration {
+) async throws -> sending R where C: Clock, E: Error {
     // Always inlined (with the state machine): as a call of its own, this async function would cost an async frame and
     // an executor hop after every attempt, about twice the cost of everything else it does.
     // Time is not observable through this overload (no deadline, no events), so the state machine is fed a constant
@@ -75,6 +88,9 @@ public func retry<R, E, C>(
     var machine: AsyncRetryMachine?
     var step = AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, budget: budget, cancelled: Task.isCancelled)
     var failure: E?
+    // A clock whose duration is not `Swift.Duration`: the wait the strategy asked for, in the clock's own unit (the
+    // machine was told to retry with no delay of its own). Always `nil` for a `Swift.Duration` clock.
+    var clockWait: C.Duration?
     while true {
         switch step {
         case .run(let number):
@@ -95,12 +111,15 @@ public func retry<R, E, C>(
             // `failure` and `machine` are always set here: the machine only asks after `attemptFailed`.
             guard let error = failure, let machine else { throw AsyncRetry.inconsistency() }
             failure = nil
-            step = machine.decided(context.resolve(strategy(error)), cancelled: Task.isCancelled)
+            let (decision, wait) = strategy(error).resolved(in: context)
+            clockWait = wait
+            step = machine.decided(decision, waitsOnClock: wait != nil, cancelled: Task.isCancelled)
         case .wait(let delay):
             guard let machine else { throw AsyncRetry.inconsistency() }  // always set after a failure
-            if delay > .zero {
+            if let wait = try AsyncRetry.wait(delay, orClockWait: clockWait) {
+                clockWait = nil
                 do {
-                    try await AsyncRetry.sleep(for: delay, tolerance: tolerance, clock: clock)
+                    try await AsyncRetry.sleep(for: wait, tolerance: tolerance, clock: clock)
                 } catch {
                     machine.cancel()
                     throw AsyncRetry.sleepError(error)
@@ -184,11 +203,12 @@ final class AsyncRetryMachine {
     }
 
     /// The strategy's resolved decision. A zero-delay retry needs no wait: the next attempt follows at once (or the
-    /// cancellation, if the task was cancelled), in the same call.
+    /// cancellation, if the task was cancelled), in the same call, unless the runner `waitsOnClock` for a delay in a
+    /// duration type of the clock's own.
     @usableFromInline
-    func decided(_ decision: RetryDecision, cancelled: Bool) -> AsyncRetryStep {
+    func decided(_ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool) -> AsyncRetryStep {
         let action = machine.decide(decision, at: .zero)
-        if case .retry(let delay, _, _) = action, delay == .zero {
+        if !waitsOnClock, case .retry(let delay, _, _) = action, delay == .zero {
             return waited(cancelled: cancelled)
         }
         return AsyncRetryStep(action)
@@ -263,6 +283,17 @@ enum AsyncRetry {
             return unsafeBitCast(error, to: (any Error).self)  // the same type: a no-op
         }
         return error
+    }
+
+    /// What the basic `retry` sleeps for, in the clock's duration type: the strategy's own wait for a clock whose
+    /// duration is not `Swift.Duration`, otherwise the machine's `delay` (the same type then: the cast is a no-op once
+    /// specialized); `nil` for no wait.
+    @inlinable
+    static func wait<D: DurationProtocol>(_ delay: Duration, orClockWait pending: D?) throws -> D? {
+        if let pending { return pending }
+        guard delay > .zero else { return nil }
+        guard let converted = delay as? D else { throw inconsistency() }  // only a `Swift.Duration` clock gets here
+        return converted
     }
 
     /// The error a wait ends with when the clock's `sleep` throws: `CancellationError` when the task was cancelled

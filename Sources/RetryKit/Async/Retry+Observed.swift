@@ -6,6 +6,11 @@
 /// library): a total deadline, a per-attempt timeout,
 /// events for logging and metrics, or the attempt number inside the operation.
 ///
+/// Its operation always takes the attempt, `{ attempt in … }`, whichever options a call names: adding or removing
+/// `totalTimeout:`, `attemptTimeout:` or `observer:` never changes the closure a call accepts. Naming one of them on a
+/// call whose operation takes no attempt (`{ try await … }`, the basic overload's shape) does not compile, and the
+/// compiler says to write `{ attempt in … }`.
+///
 /// ```swift
 /// let user = try await retry(maxAttempts: 5, totalTimeout: .seconds(10), attemptTimeout: .seconds(2), clock: clock) {
 ///     attempt in
@@ -171,4 +176,118 @@ public func retry<R: Sendable>(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
         tolerance: tolerance,
         clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
+}
+
+// MARK: - Adding an option never changes the closure a call takes
+//
+// An operation written for the async retry library, `{ try await … }`, takes no attempt and may be non-`Sendable`. The
+// time limits and the observer belong to the overload whose operation receives its `RetryAttempt` and is `@Sendable` (a
+// timeout runs it in a child task). Without the unavailable overloads below, adding `attemptTimeout:` to a working call
+// would silently switch it to that overload and fail far from the cause ("contextual closure type expects 1 argument",
+// a `Sendable` error inside the closure); with them, the call keeps its closure and is rejected with a message that
+// says what to write. They are never chosen for a call that compiles otherwise: the compiler only picks an unavailable
+// declaration when no available one fits.
+
+/// Unavailable: `totalTimeout:` and `attemptTimeout:` need an operation that receives its attempt.
+///
+/// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``;
+/// its `strategy` receives `any Error`.
+@available(
+    *, unavailable,
+    message:
+        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error'; the clock must use Swift.Duration)"
+)
+public func retry<R, E, C>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
+    tolerance: C.Duration? = nil,
+    clock: C,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws(E) -> sending R,
+    strategy: (E) -> RetryStrategy<C> = { _ in .backoff(.none) }
+) async throws -> sending R where C: Clock, E: Error {
+    try await retry(
+        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: clock, isolation: isolation,
+        operation: operation, strategy: strategy)
+}
+
+/// Unavailable: `observer:` (and the time limits) need an operation that receives its attempt.
+///
+/// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``;
+/// its `strategy` receives `any Error`.
+@available(
+    *, unavailable,
+    message:
+        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error'; the clock must use Swift.Duration)"
+)
+public func retry<R: Sendable, E, C>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
+    tolerance: C.Duration? = nil,
+    clock: C,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws(E) -> sending R,
+    strategy: (E) -> RetryStrategy<C> = { _ in .backoff(.none) },
+    observer: (RetryEvent<R>) -> Void
+) async throws -> sending R where C: Clock, E: Error {
+    try await retry(
+        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: clock, isolation: isolation,
+        operation: operation, strategy: strategy)
+}
+
+/// Unavailable: `totalTimeout:` and `attemptTimeout:` need an operation that receives its attempt.
+///
+/// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:observer:)``; its
+/// `strategy` receives `any Error`.
+@available(
+    *, unavailable,
+    message:
+        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error'; the clock must use Swift.Duration)"
+)
+public func retry<R, E>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
+    tolerance: ContinuousClock.Duration? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws(E) -> sending R,
+    strategy: (E) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) }
+) async throws -> sending R where E: Error {
+    try await retry(
+        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
+        operation: operation, strategy: strategy)
+}
+
+/// Unavailable: `observer:` (and the time limits) need an operation that receives its attempt.
+///
+/// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
+/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:observer:)``; its
+/// `strategy` receives `any Error`.
+@available(
+    *, unavailable,
+    message:
+        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error'; the clock must use Swift.Duration)"
+)
+public func retry<R: Sendable, E>(
+    maxAttempts: Int = 3,
+    totalTimeout: Duration? = nil,
+    attemptTimeout: Duration? = nil,
+    budget: RetryBudget? = nil,
+    tolerance: ContinuousClock.Duration? = nil,
+    isolation: isolated (any Actor)? = #isolation,
+    operation: () async throws(E) -> sending R,
+    strategy: (E) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: (RetryEvent<R>) -> Void
+) async throws -> sending R where E: Error {
+    try await retry(
+        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
+        operation: operation, strategy: strategy)
 }

@@ -3,6 +3,7 @@
 /// The system generator needs no state; any other generator is kept in a ``SharedGenerator`` so that a strategy value
 /// stays `Sendable` and a seeded generator advances exactly once per draw, whichever thread draws. The generator is
 /// never called while a lock is held.
+@usableFromInline
 package enum RandomSource: Sendable {
     /// `SystemRandomNumberGenerator`, which has no state.
     case system
@@ -39,6 +40,7 @@ package enum RandomSource: Sendable {
 /// stored — while the generator itself may touch RetryKit (cancel a handle, start a retrier, even draw from the same
 /// strategy) without deadlocking. A generator with reference semantics is called directly, possibly from several
 /// threads at once, and must be thread-safe itself.
+@usableFromInline
 package final class SharedGenerator: Sendable {
     private struct State {
         var generator: any RandomNumberGenerator

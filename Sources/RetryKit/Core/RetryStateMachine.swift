@@ -53,9 +53,11 @@ package struct RetryConfiguration: Sendable {
 @usableFromInline
 package struct RetryDecisionContext: Sendable {
     /// The 0-based retry index: 0 for the wait before the second attempt.
+    @usableFromInline
     package let retryIndex: Int
     /// The last delay a backoff computed for this retrier, if any: a ``RetryStrategy/retryAfter(_:)`` wait in between
     /// does not replace it.
+    @usableFromInline
     package let previousDelay: Duration?
 
     /// Creates a context; the state machine creates these for runners, tests and test support may too.
@@ -69,12 +71,8 @@ package struct RetryDecisionContext: Sendable {
     /// This is the one place where a delay is computed from a strategy. It may run user code (a custom backoff
     /// closure, a caller's random generator), so runners call it without holding a lock.
     @usableFromInline
-    package func resolve<C>(_ strategy: RetryStrategy<C>) -> RetryDecision {
-        switch strategy {
-        case .stop(let reason): return .stop(reason)
-        case .retryAfter(let delay): return .retryAfterHint(DelayMath.clamp(delay))
-        case .backoff(let backoff): return .retry(after: backoff.delay(forRetry: retryIndex, previous: previousDelay))
-        }
+    package func resolve<C>(_ strategy: RetryStrategy<C>) -> RetryDecision where C.Duration == Duration {
+        strategy.resolved(in: self).decision  // never a wait on the clock of its own for a `Swift.Duration` clock
     }
 }
 
@@ -316,7 +314,7 @@ package struct RetryStateMachine: Sendable {
     }
 
     private mutating func finish(
-        _ reason: RetryFinishReason, error: (any Error)?, at now: Duration,
+        _ reason: RetryError.Reason, error: (any Error)?, at now: Duration,
         failed: (attempt: RetryAttempt, error: any Error)? = nil, succeeded: RetryAttempt? = nil
     ) -> Action {
         state = .finished

@@ -133,7 +133,7 @@ extension CallbackRunnerTests {
 
         @Test func asyncOperationIsRetriedOnTheCallbackRunner() async {
             let recorder = CBRecorder<Int>(checking: queue)
-            retry(
+            retryTask(
                 maxAttempts: 4, on: queue,
                 operation: { attempt in
                     try await Task.sleep(for: .microseconds(100))
@@ -156,7 +156,7 @@ extension CallbackRunnerTests {
         @Test func asyncOperationWaitsInVirtualTime() async {
             let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
-            retry(
+            retryTask(
                 maxAttempts: 3, on: queue, scheduler: scheduler,
                 operation: { attempt in
                     if attempt.number < 3 { throw CBError(code: attempt.number) }
@@ -172,12 +172,12 @@ extension CallbackRunnerTests {
         @Test func bothCompletionFormsTypeCheckForAsyncOperations() async {
             let one = CBSlot<Int>()
             let two = CBSlot<Int>()
-            retry(on: queue) { _ in
+            retryTask(on: queue) { _ in
                 1
             } completion: { result in
                 one.set(result.cbValue ?? -1)
             }
-            retry(on: queue) { attempt in
+            retryTask(on: queue) { attempt in
                 try await Task.sleep(for: .microseconds(10))
                 return attempt.number + 1
             } completion: { result, summary in
@@ -192,7 +192,7 @@ extension CallbackRunnerTests {
             let started = CBCounter()
             let sawCancellation = CBCounter()
             let recorder = CBRecorder<Int>()
-            let handle = retry(
+            let handle = retryTask(
                 on: queue,
                 operation: { _ in
                     started.increment()
@@ -218,7 +218,7 @@ extension CallbackRunnerTests {
 
         @Test func taskCancellationDuringALongBackoffOfAnAsyncOperation() async {
             let scheduler = CBRecordingScheduler(DispatchTimerScheduler())
-            let handle = retry(
+            let handle = retryTask(
                 on: queue, scheduler: scheduler,
                 operation: { (_: RetryAttempt) async throws -> Int in throw CBError(code: 1) },
                 strategy: { _ in .backoff(.constant(.seconds(10))) }, completion: { _ in })
@@ -240,7 +240,7 @@ extension CallbackRunnerTests {
             let started = CBCounter()
             let sawCancellation = CBCounter()
             let recorder = CBRecorder<Int>()
-            retry(
+            retryTask(
                 attemptTimeout: .milliseconds(20), on: queue, scheduler: scheduler,
                 operation: { attempt in
                     started.increment()
@@ -269,7 +269,7 @@ extension CallbackRunnerTests {
             do {
                 let canaries = [CBCanary(), CBCanary(), CBCanary()]
                 probes = canaries.map(CBWeak.init)
-                let handle = retry(
+                let handle = retryTask(
                     maxAttempts: 2, on: queue,
                     operation: { attempt in
                         withExtendedLifetime(canaries[0]) {}

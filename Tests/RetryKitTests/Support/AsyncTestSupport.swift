@@ -133,7 +133,7 @@ func asyncEventLine<Value>(_ event: RetryEvent<Value>) -> String {
 }
 
 /// The delays the core chooses for `count` consecutive retries of `strategy`, feeding each delay back as `previous`.
-func asyncCoreDelays<C>(_ strategy: BackoffStrategy<C>, count: Int) -> [Duration] {
+func asyncCoreDelays<C>(_ strategy: BackoffStrategy<C>, count: Int) -> [Duration] where C.Duration == Duration {
     var previous: Duration?
     var delays: [Duration] = []
     for retry in 0..<count {
