@@ -10,17 +10,14 @@
 /// var policy = HTTPRetryPolicy()
 /// policy.retryableHTTPMethods.insert("PROPFIND")
 /// ```
-public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral, CustomStringConvertible {
+public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
+    CustomStringConvertible
+{
     /// The method token, for example `"GET"`.
     public let rawValue: String
 
     /// A method from its token, used exactly as given.
     public init(rawValue: String) {
-        self.rawValue = rawValue
-    }
-
-    /// A method from its token, used exactly as given.
-    public init(_ rawValue: String) {
         self.rawValue = rawValue
     }
 
@@ -51,10 +48,13 @@ public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, Expressib
     /// `TRACE`: safe and idempotent.
     public static let trace: HTTPRequestMethod = "TRACE"
 
-    /// The methods RFC 9110 §9.2.2 defines as idempotent: repeating the request has the same intended effect as
-    /// sending it once, so a client may retry it automatically. `QUERY` is added as its draft specifies.
-    public static let idempotentMethods: Set<HTTPRequestMethod> = [.delete, .get, .head, .options, .put, .query, .trace]
+    /// The idempotent methods of RFC 9110 §9.2.2, and `QUERY`.
+    static let idempotentMethods: Set<HTTPRequestMethod> = [
+        .delete, .get, .head, .options, .put, .query, .trace,
+    ]
 
-    /// Whether the method is in ``idempotentMethods``.
+    /// Whether RFC 9110 §9.2.2 defines the method as idempotent (repeating the request has the same intended effect as
+    /// sending it once, so a client may retry it automatically): `DELETE`, `GET`, `HEAD`, `OPTIONS`, `PUT`, `TRACE`,
+    /// and `QUERY` as its draft specifies.
     public var isIdempotent: Bool { Self.idempotentMethods.contains(self) }
 }

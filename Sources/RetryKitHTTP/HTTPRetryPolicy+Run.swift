@@ -2,7 +2,7 @@ import Foundation
 
 /// Retrying the requests of any HTTP client.
 extension HTTPRetryPolicy {
-    /// Runs `attempt` until it returns a response that does not fail its attempt, retrying as the policy says: the
+    /// Runs `operation` until it returns a response that does not fail its attempt, retrying as the policy says: the
     /// async retrier for any HTTP client, as the URLSession methods are for URLSession.
     ///
     /// The client supplies plain values: the request's method and headers, each response's status and headers, and a
@@ -11,7 +11,8 @@ extension HTTPRetryPolicy {
     ///
     /// ```swift
     /// let response = try await policy.run(
-    ///     method: RetryKitHTTP.HTTPRequestMethod(request.method.rawValue), requestHeader: { request.headers.first(name: $0) },
+    ///     method: RetryKitHTTP.HTTPRequestMethod(rawValue: request.method.rawValue),
+    ///     requestHeader: { request.headers.first(name: $0) },
     ///     statusCode: { Int($0.status.code) }, responseHeader: { $0.headers.first(name: $1) },
     ///     classify: { $0 is HTTPClientError ? .networkConnectionLost : TransportFailure(classifying: $0) }
     /// ) { _ in try await client.execute(request, timeout: .seconds(10)) }
@@ -19,9 +20,10 @@ extension HTTPRetryPolicy {
     ///
     /// Attempts, decisions and limits are those of URLSession's `data(for:retryPolicy:)`:
     ///
-    /// - **Returns** the first response that does not fail its attempt (``treatsAsFailure(_:)``), or the **last
-    ///   response** when the retrier gives up on a failing one (attempts exhausted, the policy stops, the total timeout
-    ///   or the budget refuses the next retry): a 503 after the last retry is returned, not thrown.
+    /// - **Returns** the first response that does not fail its attempt (see ``HTTPRetryPolicy``, "Which responses fail
+    ///   their attempt"), or the **last response** when the retrier gives up on a failing one (attempts exhausted, the
+    ///   policy stops, the total timeout or the budget refuses the next retry): a 503 after the last retry is returned,
+    ///   not thrown.
     /// - **Throws** a `RetryError` when the retrier gives up on an error: its `reason` says why (the summary's reason:
     ///   `.exhausted`, `.stopped(.transportFailureNotRetryable)`, `.deadlineExceeded`, `.budgetExhausted`, …), its
     ///   `lastError` is the client's error; `CancellationError` when the calling task is cancelled.
@@ -34,12 +36,12 @@ extension HTTPRetryPolicy {
     ///   - requestHeader: Looks a request header up by name, case-insensitively (for `Idempotency-Key`).
     ///   - statusCode: The status code of a response.
     ///   - responseHeader: Looks a header of a response up by name, case-insensitively (for `Retry-After`).
-    ///   - classify: The transport failure an error of `attempt` stands for, or `nil` if it is none (never retried);
+    ///   - classify: The transport failure an error of `operation` stands for, or `nil` if it is none (never retried);
     ///     ``TransportFailure/init(classifying:)`` by default.
     ///   - isolation: The actor the policy's decisions and `observer` run on; inherited from the caller.
     ///   - observer: Receives the retrier's `RetryEvent`s in order; a failing response arrives as an
     ///     ``HTTPStatusError`` whose `response` is the client's.
-    ///   - attempt: Sends the request once; cancelled with the calling task or by RetryKit's attempt timeout.
+    ///   - operation: Sends the request once; cancelled with the calling task or by RetryKit's attempt timeout.
     /// - Returns: The response of the final attempt.
     public func run<Response: Sendable>(
         method: HTTPRequestMethod,
@@ -50,7 +52,7 @@ extension HTTPRetryPolicy {
         classify: @escaping @Sendable (any Error) -> TransportFailure? = { TransportFailure(classifying: $0) },
         isolation: isolated (any Actor)? = #isolation,
         observer: (RetryEvent<Response>) -> Void = { _ in },
-        attempt: @escaping @Sendable (RetryAttempt) async throws -> Response
+        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Response
     ) async throws -> Response {
         let policy = self
         let strategy = strategy(method: method, url: url, requestHeader: requestHeader, classify: classify)
@@ -62,7 +64,7 @@ extension HTTPRetryPolicy {
                 clock: ContinuousClock(),
                 isolation: isolation,
                 operation: { number in
-                    let response = try await attempt(number)
+                    let response = try await operation(number)
                     let failure = HTTPStatusError(
                         statusCode: statusCode(response), response: response,
                         header: { responseHeader(response, $0) })

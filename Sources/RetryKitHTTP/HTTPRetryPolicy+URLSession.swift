@@ -13,7 +13,7 @@ extension HTTPRetryPolicy {
     ///   - request: The request; its method, URL and `Idempotency-Key` header are read.
     ///   - response: The response; its status and `Retry-After` header are read.
     ///   - now: The current time, for `Retry-After` dates.
-    public func decision(for request: URLRequest, response: HTTPURLResponse, now: Date) -> RetryStrategy<
+    package func decision(for request: URLRequest, response: HTTPURLResponse, now: Date) -> RetryStrategy<
         ContinuousClock
     > {
         decision(for: request, error: HTTPStatusError(response: response), now: now)
@@ -21,7 +21,7 @@ extension HTTPRetryPolicy {
 
     /// The strategy for an attempt of `request` that failed with `error`: an ``HTTPStatusError`` is decided as its
     /// response, any other error as its ``TransportFailure`` (``TransportFailure/init(classifying:)``).
-    public func decision(for request: URLRequest, error: any Error, now: Date) -> RetryStrategy<ContinuousClock> {
+    package func decision(for request: URLRequest, error: any Error, now: Date) -> RetryStrategy<ContinuousClock> {
         decision(for: HTTPRetryContext(request, error: error, now: now))
     }
 
@@ -31,7 +31,7 @@ extension HTTPRetryPolicy {
     ///   - response: The response of the attempt.
     ///   - request: The request; its method and `Idempotency-Key` header are read.
     ///   - now: The current time, for `Retry-After` dates.
-    public func treatsAsFailure(_ response: HTTPURLResponse, for request: URLRequest, now: Date) -> Bool {
+    package func treatsAsFailure(_ response: HTTPURLResponse, for request: URLRequest, now: Date) -> Bool {
         treatsAsFailure(HTTPRetryContext(request, error: HTTPStatusError(response: response), now: now))
     }
 
@@ -46,7 +46,7 @@ extension HTTPRetryPolicy {
         for request: URLRequest, now: @escaping @Sendable () -> Date = { Date() }
     ) -> @Sendable (any Error) -> RetryStrategy<ContinuousClock> {
         strategy(
-            method: HTTPRequestMethod(request.httpMethod ?? "GET"), url: request.url,
+            method: HTTPRequestMethod(rawValue: request.httpMethod ?? "GET"), url: request.url,
             requestHeader: { request.value(forHTTPHeaderField: $0) }, now: now)
     }
 }
@@ -55,7 +55,7 @@ extension HTTPRetryContext {
     /// The context of an attempt of `request` that failed with `error`; a request without a method is a `GET`.
     init(_ request: URLRequest, error: any Error, now: Date) {
         self.init(
-            method: HTTPRequestMethod(request.httpMethod ?? "GET"), url: request.url,
+            method: HTTPRequestMethod(rawValue: request.httpMethod ?? "GET"), url: request.url,
             requestHeader: { request.value(forHTTPHeaderField: $0) }, error: error,
             classify: { TransportFailure(classifying: $0) }, now: now)
     }

@@ -8,7 +8,7 @@ import Foundation
 /// `Retry-After`, jitter, a delay cap and idempotency rules.
 ///
 /// The policy is a value. It decides from plain values any HTTP client can supply (``HTTPRetryContext``: the method,
-/// the status, header lookups, a ``TransportFailure``); URLSession support (and ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:attempt:)``
+/// the status, header lookups, a ``TransportFailure``); URLSession support (and ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
 /// for any other client) adapts a client's types to them. It decides; it does not count attempts or compute delays. For each failed attempt it picks a
 /// `RetryStrategy`: `RetryStrategy.backoff` with ``backoff``, `RetryStrategy.retryAfter` with the
 /// server's hint, or `RetryStrategy.stop`. RetryKit's core counts attempts (``maxAttempts`` = ``retryLimit`` + 1)
@@ -37,7 +37,7 @@ import Foundation
 ///    set. Otherwise → `RetryStrategy.stop`.
 /// 3. **A response** (a status code and a header lookup; from URLSession, an ``HTTPStatusError``):
 ///    - a status in ``retryAfterStatusCodes`` (429, 503) with a valid `Retry-After` (both forms, see ``RetryAfter``)
-///      → `RetryStrategy.retryAfter` with that delay if it is at most ``maximumRetryAfter`` (the retrier then waits
+///      → `RetryStrategy.retryAfter` with that delay if it is at most ``maxRetryAfter`` (the retrier then waits
 ///      up to 10% longer, see ``retryAfterSpread``, so that clients given the same hint do not return together); a longer
 ///      hint → `RetryStrategy.stop` at once, so the caller gets the response now instead of after a pointless
 ///      sleep. (A hint that ends after the retrier's total deadline also gives up at once: the core checks that.)
@@ -50,6 +50,16 @@ import Foundation
 /// 5. **Custom decisions** added with ``deciding(_:)`` run last, in the order added, each receiving the previous
 ///    proposal; they can override anything except step 1.
 ///
+/// ## Which responses fail their attempt
+///
+/// The adapters (URLSession's methods,
+/// ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``) fail an attempt
+/// whose response has a status in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``, or a status the policy
+/// (custom decisions included) would retry, as it might retry a 409 for one endpoint; the retrier sees it as an
+/// ``HTTPStatusError``. Any other response (200, 404, …) is the attempt's successful result: it is final and never
+/// retried. A failing response may still not be retried (a `POST` without an `Idempotency-Key`, a `Retry-After` beyond
+/// ``maxRetryAfter``): the retrier then stops, and the adapters hand that response to the caller.
+///
 /// With the default parameters, these decisions equal Alamofire's for every method, status code and URL error code, except that a
 /// non-idempotent request with an `Idempotency-Key` is retried and 429/503 with a `Retry-After` wait as asked (or give
 /// up if asked to wait too long). ``alamofireCompatible`` removes those differences and the jitter and cap, for teams
@@ -58,23 +68,9 @@ public struct HTTPRetryPolicy: Sendable {
     /// A decision added with ``deciding(_:)``: given the attempt's context and the policy's proposal, the strategy to
     /// use. It runs on the runner's queue or task, never while RetryKit holds a lock; keep it pure, since it may be
     /// asked more than once about the same attempt.
-    public typealias Decision =
+    typealias Decision =
         @Sendable (_ context: HTTPRetryContext, _ proposed: RetryStrategy<ContinuousClock>)
         -> RetryStrategy<ContinuousClock>
-
-    /// How the policy spreads its backoff delays.
-    public enum Jitter: Sendable, Hashable {
-        /// No jitter: exactly `min(scale·baseⁿ, maximumDelay)` (Alamofire's lockstep retries).
-        case none
-        /// Full jitter: uniform in `[0, min(scale·baseⁿ, maximumDelay))`.
-        case full
-        /// Equal jitter: half the delay plus uniform in `[0, half)`.
-        case equal
-        /// Proportional jitter: the delay times uniform in `[1 − p, 1 + p)` (`p` clamped to `[0, 1]`). The range is
-        /// capped before the draw, so a delay never exceeds ``HTTPRetryPolicy/maximumDelay``; at the cap, delays spread
-        /// over `[(1 − p)·maximumDelay, maximumDelay)`.
-        case proportional(Double)
-    }
 
     // MARK: Alamofire's parameters
 
@@ -97,21 +93,35 @@ public struct HTTPRetryPolicy: Sendable {
     // MARK: Beyond Alamofire
 
     /// The status codes whose `Retry-After` header is honoured: the retry waits as long as the server asks, spread
-    /// by ``retryAfterSpread``.
+    /// by ``retryAfterSpread``. By default 429 Too Many Requests (RFC 6585) and 503 Service Unavailable
+    /// (RFC 9110 §15.6.4).
     public var retryAfterStatusCodes: Set<Int>
     /// The longest `Retry-After` the policy waits for; a longer hint gives up at once with the response. Negative
     /// counts as zero.
-    public var maximumRetryAfter: Duration
+    ///
+    /// 60 seconds by default: a server asking for longer is usually in a state a user should hear about now rather
+    /// than after a silent minute.
+    public var maxRetryAfter: Duration
     /// The cap on each backoff delay, applied before jitter; `nil` for no cap (delays then saturate at
     /// `BackoffStrategy.saturationLimit`).
-    public var maximumDelay: Duration?
-    /// How backoff delays are spread.
-    public var jitter: Jitter
+    ///
+    /// 30 seconds by default. With the default retry limit the delays (0.5 s, 1 s) never reach it; it keeps a raised
+    /// ``retryLimit`` from growing waits without bound.
+    public var maxDelay: Duration?
+    /// How backoff delays are spread: a `RetryJitter`, the choice `RetryPolicy` uses too. `.full` by default.
+    ///
+    /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
+    /// network blip) retries at the same moment again. Full jitter spreads those retries over the whole interval; in
+    /// the published contention simulation it needed the fewest calls and finished close to the fastest of the
+    /// strategies compared (equal jitter kept half the delay fixed and was slower; decorrelated jitter used more
+    /// calls). The cap applies before the jitter, so at the cap delays stay spread over `[0, cap)` instead of piling
+    /// up at exactly the cap.
+    public var jitter: RetryJitter
     /// How the retries after a `Retry-After` hint are spread: never before the hinted time, never past
-    /// ``maximumRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
+    /// ``maxRetryAfter``. ``defaultRetryAfterSpread`` (up to 10% later) by default.
     public var retryAfterSpread: RetryAfterSpread
     /// Whether a request with a method outside ``retryableHTTPMethods`` is retried when it carries a non-empty
-    /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats.
+    /// `Idempotency-Key` header, the IETF signal that the server deduplicates repeats. `true` by default.
     public var retryRequestsWithIdempotencyKey: Bool
     /// Whether requests are retried whatever their method. Set this only if every endpoint the policy is used with
     /// can safely receive the same request twice.
@@ -145,7 +155,8 @@ public struct HTTPRetryPolicy: Sendable {
 
     /// A policy with Alamofire's parameter names and defaults, plus RetryKit's defaults for the rest.
     ///
-    /// Every parameter defaults to the matching `default…` constant; ``retryNonIdempotentRequests`` starts `false`,
+    /// Every parameter defaults to the matching `default…` constant, as in Alamofire. The other properties start with
+    /// the defaults their documentation gives: ``retryNonIdempotentRequests`` `false`,
     /// ``retryRequestsWithIdempotencyKey`` `true`, and ``attemptTimeout``, ``totalTimeout`` and ``budget`` `nil`.
     public init(
         retryLimit: UInt = defaultRetryLimit,
@@ -162,8 +173,8 @@ public struct HTTPRetryPolicy: Sendable {
         self.retryableHTTPStatusCodes = retryableHTTPStatusCodes
         self.retryableTransportFailures = retryableTransportFailures
         self.retryAfterStatusCodes = Self.defaultRetryAfterStatusCodes
-        self.maximumRetryAfter = Self.defaultMaximumRetryAfter
-        self.maximumDelay = Self.defaultMaximumDelay
+        self.maxRetryAfter = Self.defaultMaxRetryAfter
+        self.maxDelay = Self.defaultMaxDelay
         self.jitter = Self.defaultJitter
         self.retryAfterSpread = Self.defaultRetryAfterSpread
         self.retryRequestsWithIdempotencyKey = true
@@ -182,7 +193,7 @@ public struct HTTPRetryPolicy: Sendable {
     public static var alamofireCompatible: HTTPRetryPolicy {
         var policy = HTTPRetryPolicy()
         policy.jitter = .none
-        policy.maximumDelay = nil
+        policy.maxDelay = nil
         policy.retryAfterStatusCodes = []
         policy.retryAfterSpread = .none
         policy.retryRequestsWithIdempotencyKey = false
@@ -207,20 +218,16 @@ public struct HTTPRetryPolicy: Sendable {
     }
 
     /// The backoff the policy uses for retryable statuses and errors:
-    /// `.exponential(scale: exponentialBackoffScale, base: exponentialBackoffBase)`, then `.max(maximumDelay)` if set,
+    /// `.exponential(scale: exponentialBackoffScale, base: exponentialBackoffBase)`, then `.max(maxDelay)` if set,
     /// then the ``jitter``.
     ///
     /// With the defaults, the wait before retry `n` (0-based) is uniform in `[0, min(0.5·2ⁿ, 30) s)`.
     public var backoff: BackoffStrategy<ContinuousClock> {
-        var strategy = BackoffStrategy<ContinuousClock>.exponential(
+        let curve = BackoffStrategy<ContinuousClock>.exponential(
             scale: exponentialBackoffScale, base: Double(exponentialBackoffBase))
-        if let maximumDelay { strategy = strategy.max(maximumDelay) }
-        switch jitter {
-        case .none: return strategy
-        case .full: return strategy.jitter()
-        case .equal: return strategy.equalJitter()
-        case .proportional(let p): return strategy.proportionalJitter(p)
-        }
+        let capped = maxDelay.map { curve.max($0) } ?? curve
+        return jitter.applied(
+            to: capped, first: curve.delay(forRetry: 0), cap: maxDelay, using: SystemRandomNumberGenerator())
     }
 }
 
@@ -257,28 +264,21 @@ extension HTTPRetryPolicy {
 
     /// The status codes whose `Retry-After` header is honoured by default: 429 Too Many Requests (RFC 6585) and
     /// 503 Service Unavailable (RFC 9110 §15.6.4).
-    public static let defaultRetryAfterStatusCodes: Set<Int> = [429, 503]
+    static let defaultRetryAfterStatusCodes: Set<Int> = [429, 503]
 
     /// The longest `Retry-After` honoured by default: 60 seconds. A server asking for longer is usually in a state a
     /// user should hear about now rather than after a silent minute.
-    public static let defaultMaximumRetryAfter: Duration = .seconds(60)
+    static let defaultMaxRetryAfter: Duration = .seconds(60)
 
     /// The default cap on a backoff delay: 30 seconds, applied before jitter. With the default retry limit the
     /// delays (0.5 s, 1 s) never reach it; it keeps a raised ``retryLimit`` from growing waits without bound.
-    public static let defaultMaximumDelay: Duration? = .seconds(30)
+    static let defaultMaxDelay: Duration? = .seconds(30)
 
-    /// The default jitter: ``Jitter/full``.
-    ///
-    /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
-    /// network blip) retries at the same moment again. Full jitter spreads those retries over the whole interval; in
-    /// the published contention simulation it needed the fewest calls and finished close to the fastest of the
-    /// strategies compared (equal jitter kept half the delay fixed and was slower; decorrelated jitter used more
-    /// calls). The cap applies before the jitter, so at the cap delays stay spread over `[0, cap)` instead of piling
-    /// up at exactly the cap.
-    public static let defaultJitter: Jitter = .full
+    /// The default jitter: `.full` (see ``jitter``).
+    static let defaultJitter: RetryJitter = .full
 
     /// The name of the header that marks a non-idempotent request as safe to repeat: `Idempotency-Key`.
-    public static let idempotencyKeyHeader = "Idempotency-Key"
+    static let idempotencyKeyHeader = "Idempotency-Key"
 
     /// The transport failures retried by default: the 18 `URLError` codes Alamofire's `RetryPolicy` enables, by name.
     /// The codes it leaves out are listed as comments with the reason.
@@ -340,32 +340,24 @@ extension HTTPRetryPolicy {
 // MARK: - Composition
 
 extension HTTPRetryPolicy {
-    /// A copy that also retries `statusCodes` with the backoff.
+    /// A copy that also retries `statusCodes` and `transportFailures` with the backoff, and requests with `methods`.
     ///
     /// ```swift
     /// let ordersPolicy = policy.adding(statusCodes: [409])   // also retry 409 Conflict for this endpoint
-    /// ```
-    public func adding(statusCodes: Set<Int>) -> HTTPRetryPolicy {
-        var copy = self
-        copy.retryableHTTPStatusCodes.formUnion(statusCodes)
-        return copy
-    }
-
-    /// A copy that also retries `transportFailures` with the backoff (``TransportFailure/cancelled`` is still never
-    /// retried).
-    ///
-    /// ```swift
     /// let lenient = policy.adding(transportFailures: [TransportFailure(.cannotParseResponse), "connectionReset"])
     /// ```
-    public func adding(transportFailures: Set<TransportFailure>) -> HTTPRetryPolicy {
+    ///
+    /// - Parameters:
+    ///   - statusCodes: Added to ``retryableHTTPStatusCodes``.
+    ///   - transportFailures: Added to ``retryableTransportFailures`` (``TransportFailure/cancelled`` is still never
+    ///     retried).
+    ///   - methods: Added to ``retryableHTTPMethods``.
+    public func adding(
+        statusCodes: Set<Int> = [], transportFailures: Set<TransportFailure> = [], methods: Set<HTTPRequestMethod> = []
+    ) -> HTTPRetryPolicy {
         var copy = self
+        copy.retryableHTTPStatusCodes.formUnion(statusCodes)
         copy.retryableTransportFailures.formUnion(transportFailures)
-        return copy
-    }
-
-    /// A copy that also retries requests with `methods`.
-    public func adding(methods: Set<HTTPRequestMethod>) -> HTTPRetryPolicy {
-        var copy = self
         copy.retryableHTTPMethods.formUnion(methods)
         return copy
     }
@@ -382,7 +374,11 @@ extension HTTPRetryPolicy {
     ///     return proposed
     /// }
     /// ```
-    public func deciding(_ decision: @escaping Decision) -> HTTPRetryPolicy {
+    public func deciding(
+        _ decision:
+            @escaping @Sendable (_ context: HTTPRetryContext, _ proposed: RetryStrategy<ContinuousClock>)
+            -> RetryStrategy<ContinuousClock>
+    ) -> HTTPRetryPolicy {
         var copy = self
         copy.decisions.append(decision)
         return copy
@@ -412,14 +408,8 @@ extension HTTPRetryPolicy {
     }
 
     /// Whether a response with the status in `context` fails its attempt, so that the retrier sees it as an
-    /// ``HTTPStatusError`` and the policy decides whether to retry it.
-    ///
-    /// A response fails its attempt when its status is in ``retryableHTTPStatusCodes`` or ``retryAfterStatusCodes``,
-    /// or when the policy (custom decisions included) would retry it, as it might retry a 409 for one endpoint. Any
-    /// other response (200, 404, …) is the attempt's successful result: it is final and never retried. A failing
-    /// response may still not be retried (a `POST` without an `Idempotency-Key`, a `Retry-After` beyond
-    /// ``maximumRetryAfter``): the retrier then stops, and the adapters hand that response to the caller.
-    public func treatsAsFailure(_ context: HTTPRetryContext) -> Bool {
+    /// ``HTTPStatusError`` and the policy decides whether to retry it (see "Which responses fail their attempt").
+    package func treatsAsFailure(_ context: HTTPRetryContext) -> Bool {
         guard let status = context.statusCode else { return true }
         if retryableHTTPStatusCodes.contains(status) || retryAfterStatusCodes.contains(status) { return true }
         if case .stop = decision(for: context) { return false }
@@ -452,7 +442,7 @@ extension HTTPRetryPolicy {
                     now: now()))
             guard case .retryAfter(let hint) = decision, policy.retryAfterSpread != .none else { return decision }
             var generator = SystemRandomNumberGenerator()
-            let cap = Swift.max(policy.maximumRetryAfter, .zero)
+            let cap = Swift.max(policy.maxRetryAfter, .zero)
             return .retryAfter(policy.retryAfterSpread.delay(after: hint, cap: cap, using: &generator))
         }
     }
@@ -461,7 +451,7 @@ extension HTTPRetryPolicy {
         guard mayRepeat(context) else { return .stop(because: .methodNotIdempotent(context.method)) }
         if let status = context.statusCode {
             if retryAfterStatusCodes.contains(status), let hint = context.retryAfter {
-                let cap = Swift.max(maximumRetryAfter, .zero)
+                let cap = Swift.max(maxRetryAfter, .zero)
                 return hint <= cap ? .retryAfter(hint) : .stop(because: .retryAfterBeyondCap(hint, cap: cap))
             }
             return retryableHTTPStatusCodes.contains(status)
@@ -513,8 +503,10 @@ public struct HTTPRetryContext: Sendable {
     ///   - error: The error the attempt failed with, for custom decisions.
     ///   - now: The current time; the system time by default.
     public init(
-        method: HTTPRequestMethod, url: URL? = nil, requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
-        statusCode: Int? = nil, responseHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        method: HTTPRequestMethod, url: URL? = nil,
+        requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        statusCode: Int? = nil,
+        responseHeader: @escaping @Sendable (String) -> String? = { _ in nil },
         transportFailure: TransportFailure? = nil, error: (any Error)? = nil, now: Date = Date()
     ) {
         self.method = method
@@ -557,7 +549,7 @@ public struct HTTPRetryContext: Sendable {
     }
 
     /// Whether the attempt was cancelled (``TransportFailure/cancelled``, `CancellationError`). Never retried.
-    public var isCancellation: Bool {
+    package var isCancellation: Bool {
         transportFailure == .cancelled || error is CancellationError
     }
 }

@@ -51,7 +51,7 @@ public struct HTTPStatusError: Error, Sendable, CustomStringConvertible {
     public func value(forHeader name: String) -> String? { header(name) }
 
     /// The response as a URLSession `HTTPURLResponse`, if it is one.
-    public var urlResponse: HTTPURLResponse? { response as? HTTPURLResponse }
+    var urlResponse: HTTPURLResponse? { response as? HTTPURLResponse }
 
     public var description: String {
         let url = urlResponse?.url?.absoluteString ?? "unknown URL"

@@ -1,8 +1,8 @@
 /// Why ``HTTPRetryPolicy`` stops retrying a request: the stop reasons its decisions give
 /// (`RetryStrategy.stop(because:)`), which the retrier's summary and `finished` event report as
-/// `RetryFinishReason.stopped(_:)`.
+/// `RetryError.Reason.stopped(_:)`.
 ///
-/// The other ways an HTTP retrier gives up are the core's own reasons: `RetryFinishReason.exhausted` (attempts
+/// The other ways an HTTP retrier gives up are the core's own reasons: `RetryError.Reason.exhausted` (attempts
 /// exhausted), `.deadlineExceeded` (``HTTPRetryPolicy/totalTimeout``) and `.budgetExhausted`
 /// (``HTTPRetryPolicy/budget``).
 ///
@@ -16,7 +16,7 @@ extension RetryStopReason {
     /// `Idempotency-Key` (or the policy ignores it).
     public static let methodNotIdempotent = RetryStopReason(
         "methodNotIdempotent", explanation: "the method is not idempotent and the request has no idempotency key")
-    /// The server's `Retry-After` asks for a longer wait than ``HTTPRetryPolicy/maximumRetryAfter``.
+    /// The server's `Retry-After` asks for a longer wait than ``HTTPRetryPolicy/maxRetryAfter``.
     public static let retryAfterBeyondCap = RetryStopReason(
         "retryAfterBeyondCap", explanation: "the server's Retry-After is beyond the policy's cap")
     /// The transport failure is not in ``HTTPRetryPolicy/retryableTransportFailures``.

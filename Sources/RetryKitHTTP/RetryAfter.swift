@@ -61,7 +61,7 @@ public enum RetryAfter {
 
     /// The delay the `Retry-After` header of `response` asks for, measured from `now`, or `nil` if the response has no
     /// such header or its value is not valid (see ``delay(_:now:)``).
-    public static func delay(in response: HTTPURLResponse, now: Date) -> Duration? {
+    package static func delay(in response: HTTPURLResponse, now: Date) -> Duration? {
         guard let value = response.value(forHTTPHeaderField: "Retry-After") else { return nil }
         return delay(value, now: now)
     }
@@ -71,7 +71,7 @@ public enum RetryAfter {
     /// - Parameters:
     ///   - value: The date text; spaces and tabs around it are ignored.
     ///   - now: Resolves RFC 850 two-digit years.
-    public static func date(_ value: String, now: Date) -> Date? {
+    package static func date(_ value: String, now: Date) -> Date? {
         let bytes = Array(value.utf8)
         var start = 0
         var end = bytes.count

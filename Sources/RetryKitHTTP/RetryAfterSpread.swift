@@ -3,9 +3,9 @@ extension HTTPRetryPolicy {
     /// come back in the same millisecond.
     ///
     /// Every wait stays within `[hint, max(hint, cap)]`: never before the time the server asked for, never past the
-    /// cap (``HTTPRetryPolicy/maximumRetryAfter``). The spread is applied when the retrier asks the policy's strategy
+    /// cap (``HTTPRetryPolicy/maxRetryAfter``). The spread is applied when the retrier asks the policy's strategy
     /// (``HTTPRetryPolicy/strategy(method:url:requestHeader:classify:now:)``, and so in URLSession's methods and
-    /// ``HTTPRetryPolicy/run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:attempt:)``)
+    /// ``HTTPRetryPolicy/run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``)
     /// to every `RetryStrategy.retryAfter` its decisions give; ``HTTPRetryPolicy/decision(for:)`` itself returns the
     /// hint unchanged.
     public enum RetryAfterSpread: Sendable, Hashable {
@@ -48,7 +48,7 @@ extension HTTPRetryPolicy {
     }
 
     /// The default spread after a `Retry-After` hint: ``RetryAfterSpread/proportional(_:)`` with `0.1`, a
-    /// retry up to 10% later than asked (5–5.5 s for `Retry-After: 5`), within ``maximumRetryAfter``.
+    /// retry up to 10% later than asked (5–5.5 s for `Retry-After: 5`), within ``maxRetryAfter``.
     ///
     /// In the jitter simulation (`Benchmarks/results/retry-after-spread.md`), 1,000 clients sharing one 5 s hint reach
     /// the server at a peak of 147 retries in one millisecond without a spread, and of 7.3 with this default.

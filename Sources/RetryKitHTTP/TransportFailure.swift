@@ -11,7 +11,7 @@ import Foundation
 /// to one (`TransportFailure(code)`, ``init(classifying:)``), and Alamofire's default retry list reads the same.
 /// Other clients classify their own errors into these names: AsyncHTTPClient's connect timeout is ``timedOut``, a
 /// refused connection ``cannotConnectToHost``, a connection closed mid-request ``networkConnectionLost``. A failure
-/// without a constant is a string: `TransportFailure("connectionReset")`.
+/// without a constant is a string: `"connectionReset"`, or `TransportFailure(rawValue: name)`.
 public struct TransportFailure: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
     CustomStringConvertible
 {
@@ -20,11 +20,6 @@ public struct TransportFailure: RawRepresentable, Hashable, Sendable, Expressibl
 
     /// A failure from its name, used exactly as given.
     public init(rawValue: String) {
-        self.rawValue = rawValue
-    }
-
-    /// A failure from its name, used exactly as given.
-    public init(_ rawValue: String) {
         self.rawValue = rawValue
     }
 
@@ -37,7 +32,7 @@ public struct TransportFailure: RawRepresentable, Hashable, Sendable, Expressibl
     /// The failure a `URLError` code stands for: the constant of the same name, or `"URLError(<code>)"` for a code
     /// without one.
     public init(_ code: URLError.Code) {
-        self = Self.byURLErrorCode[code] ?? TransportFailure("URLError(\(code.rawValue))")
+        self = Self.byURLErrorCode[code] ?? TransportFailure(rawValue: "URLError(\(code.rawValue))")
     }
 
     /// The failure `error` stands for, or `nil` if it is not a transport error: a `URLError` (or an `NSError` in
@@ -64,7 +59,7 @@ public struct TransportFailure: RawRepresentable, Hashable, Sendable, Expressibl
         guard nsError.domain == NSURLErrorDomain else { return nil }
         // Failable in swift-corelibs-foundation, not on Apple platforms.
         let code: URLError.Code? = URLError.Code(rawValue: nsError.code)
-        self = code.map { TransportFailure($0) } ?? TransportFailure("URLError(\(nsError.code))")
+        self = code.map { TransportFailure($0) } ?? TransportFailure(rawValue: "URLError(\(nsError.code))")
     }
 
     /// The attempt was cancelled by the client. Never retried.

@@ -7,6 +7,9 @@ import Foundation
 
 /// Retrying requests: ``dataTask(with:retryPolicy:queue:observer:completionHandler:)`` for completion-handler code and
 /// ``data(for:retryPolicy:isolation:observer:)`` for async code, both driven by an ``HTTPRetryPolicy``.
+///
+/// Both require the `retryPolicy:` argument: a call that does not name it is always Foundation's own, which never
+/// retries.
 extension URLSession {
     /// What one successful attempt of a retrying request produced: the body and the response, as URLSession returns
     /// them. It is the value type of the `RetryEvent`s a retrying request reports to its observer.
@@ -32,7 +35,7 @@ extension URLSession {
     /// ## What is retried
     ///
     /// Each attempt is a `URLSessionDataTask` for `request`. A response whose status the policy treats as a failure
-    /// (``HTTPRetryPolicy/treatsAsFailure(_:for:now:)``: 503, 429, …) and a transport error
+    /// (see ``HTTPRetryPolicy``: 503, 429, …) and a transport error
     /// fail the attempt, and the policy decides whether and when to retry; no `validate()` step is needed. Any other
     /// response (2xx, 404, …) ends the request at once. RetryKit counts the attempts (``HTTPRetryPolicy/maxAttempts``)
     /// and computes the delays, enforces ``HTTPRetryPolicy/attemptTimeout`` and ``HTTPRetryPolicy/totalTimeout``, and
@@ -44,7 +47,7 @@ extension URLSession {
     ///
     /// - **A response** `(data, response, nil)`: the first response that does not fail its attempt, or the **last
     ///   response** when the retrier gives up on a failing one: attempts exhausted, the policy stops (a `POST` without
-    ///   an `Idempotency-Key`, a `Retry-After` beyond ``HTTPRetryPolicy/maximumRetryAfter``), the next wait would end
+    ///   an `Idempotency-Key`, a `Retry-After` beyond ``HTTPRetryPolicy/maxRetryAfter``), the next wait would end
     ///   after the total timeout, or the budget refuses the retry. The caller sees the server's 503 with its body, not
     ///   an invented error.
     /// - **A transport error** `(nil, nil, error)`: the `URLError` of the last attempt (`cannotConnectToHost`,
@@ -55,7 +58,7 @@ extension URLSession {
     ///   first.
     /// - **Cancellation** `(nil, nil, URLError.cancelled)` after ``HTTPRetryTask/cancel()``, as URLSession itself
     ///   reports a cancelled task, so existing `code == .cancelled` checks keep working; `summary.reason` is
-    ///   `RetryFinishReason.cancelled`.
+    ///   `RetryError.Reason.cancelled`.
     /// - An invalid policy (a non-positive ``HTTPRetryPolicy/attemptTimeout``, a negative
     ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
     ///
@@ -72,7 +75,9 @@ extension URLSession {
     ///
     /// - Parameters:
     ///   - request: The request to send; every attempt sends it unchanged.
-    ///   - retryPolicy: Which failures to retry, how long to wait, and the limits. `HTTPRetryPolicy()` by default.
+    ///   - retryPolicy: Which failures to retry, how long to wait, and the limits; pass `HTTPRetryPolicy()` for the
+    ///     defaults. It has no default value, so that this method is never called by mistake: Foundation's
+    ///     `dataTask(with:completionHandler:)` with a four-parameter closure does not compile instead of retrying.
     ///   - queue: The queue `observer` and `completionHandler` run on (the policy's decisions run there too). `nil`
     ///     (the default) gives the request a serial queue of its own.
     ///   - observer: Receives the retrier's `RetryEvent`s in order, on `queue`: attempts started, failed (with the
@@ -85,7 +90,7 @@ extension URLSession {
     @discardableResult
     public func dataTask(
         with request: URLRequest,
-        retryPolicy: HTTPRetryPolicy = HTTPRetryPolicy(),
+        retryPolicy: HTTPRetryPolicy,
         queue: DispatchQueue? = nil,
         observer: (@Sendable (RetryEvent<RetryResponse>) -> Void)? = nil,
         completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
@@ -264,7 +269,7 @@ public final class HTTPRetryTask: Sendable {
     /// Cancels the request: the attempt's data task if one is in flight, or the wait before the next attempt.
     ///
     /// The completion handler then runs promptly on its queue with `URLError.cancelled` (and `summary.reason`
-    /// `RetryFinishReason.cancelled`); the cancelled attempt's late result is ignored and no further attempt starts.
+    /// `RetryError.Reason.cancelled`); the cancelled attempt's late result is ignored and no further attempt starts.
     /// After the request has finished, this does nothing: the completion handler never runs twice. Idempotent; safe
     /// from any thread, including from the completion handler and the observer.
     public func cancel() {

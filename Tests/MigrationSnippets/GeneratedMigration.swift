@@ -243,9 +243,9 @@ show(profile)
     }
 }
 
-// Migration.md:374: ProfileStoreAsyncAPI (decl)
+// Migration.md:377: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 374)
+#sourceLocation(file: "Migration.md", line: 377)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -260,7 +260,7 @@ final class ProfileStore: Sendable {
 
     @discardableResult
     func profile(id: Int, completion: @escaping @Sendable (Result<Profile, any Error>) -> Void) -> RetryHandle<Profile> {
-        retry(maxAttempts: 4, on: queue) { attempt in
+        retryTask(maxAttempts: 4, on: queue) { attempt in
             try await self.api.profile(id: id)
         } strategy: { _ in
             .backoff(Self.backoff)
@@ -272,9 +272,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:405: ProfileStoreAsync (decl)
+// Migration.md:408: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 405)
+#sourceLocation(file: "Migration.md", line: 408)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -297,9 +297,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:453: sameDecisionsInEveryStyle (test)
+// Migration.md:456: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 453)
+#sourceLocation(file: "Migration.md", line: 456)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> where C.Duration == Duration {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
@@ -351,10 +351,10 @@ let asyncResult = try await retry(maxAttempts: 4, clock: InstantClock()) { attem
 #sourceLocation()
 }
 
-// Migration.md:522: alamofireBefore (body)
+// Migration.md:525: alamofireBefore (body)
 extension Alamofire {
     func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 522)
+#sourceLocation(file: "Migration.md", line: 525)
 // Fragment: Alamofire code, before the migration.
 
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -372,17 +372,17 @@ session.request("https://api.example.com/profiles/42")
     }
 }
 
-// Migration.md:545: alamofireAfterPolicy (body)
+// Migration.md:548: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 545)
+#sourceLocation(file: "Migration.md", line: 548)
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 print(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
-// Migration.md:592: alamofireCompatibleDelays (test)
+// Migration.md:595: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 592)
+#sourceLocation(file: "Migration.md", line: 595)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -390,44 +390,41 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:611: httpPolicyDecisions (test)
+// Migration.md:609: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 611)
-// Fragment: `profileURL` stands for your app's code.
-func response(_ status: Int, _ headers: [String: String] = [:]) throws -> HTTPURLResponse {
-    try #require(HTTPURLResponse(url: profileURL, statusCode: status, httpVersion: nil, headerFields: headers))
-}
-func describe(_ strategy: RetryStrategy<ContinuousClock>) -> String {
-    switch strategy {
-    case .backoff: "backoff"
-    case .retryAfter(let delay): "wait \(delay)"
-    case .stop: "stop"
+#sourceLocation(file: "Migration.md", line: 609)
+// A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
+func describe(
+    _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
+    idempotencyKey: String? = nil, failure: TransportFailure? = nil
+) -> String {
+    let context = HTTPRetryContext(
+        method: method, requestHeader: { $0 == "Idempotency-Key" ? idempotencyKey : nil }, statusCode: status,
+        responseHeader: { headers[$0] }, transportFailure: failure)
+    switch policy.decision(for: context) {
+    case .backoff: return "backoff"
+    case .retryAfter(let delay): return "wait \(delay)"
+    case .stop: return "stop"
     }
 }
-let now = Date()
-let get = URLRequest(url: profileURL)
-var post = URLRequest(url: profileURL)
-post.httpMethod = "POST"
-var keyedPost = post
-keyedPost.setValue("order-7f3a", forHTTPHeaderField: "Idempotency-Key")
 
 let policy = HTTPRetryPolicy()
-#expect(describe(policy.decision(for: get, response: try response(503), now: now)) == "backoff")
-#expect(describe(policy.decision(for: get, response: try response(429, ["Retry-After": "3"]), now: now)) == "wait 3.0 seconds")
-#expect(describe(policy.decision(for: get, response: try response(503, ["Retry-After": "600"]), now: now)) == "stop")
-#expect(describe(policy.decision(for: post, response: try response(503), now: now)) == "stop")
-#expect(describe(policy.decision(for: keyedPost, response: try response(503), now: now)) == "backoff")
-#expect(describe(policy.decision(for: get, error: URLError(.cancelled), now: now)) == "stop")
+#expect(describe(policy, .get, status: 503) == "backoff")
+#expect(describe(policy, .get, status: 429, headers: ["Retry-After": "3"]) == "wait 3.0 seconds")
+#expect(describe(policy, .get, status: 503, headers: ["Retry-After": "600"]) == "stop")
+#expect(describe(policy, .post, status: 503) == "stop")
+#expect(describe(policy, .post, status: 503, idempotencyKey: "order-7f3a") == "backoff")
+#expect(describe(policy, .get, failure: .cancelled) == "stop")
 
 let alamofire = HTTPRetryPolicy.alamofireCompatible
-#expect(describe(alamofire.decision(for: get, response: try response(429, ["Retry-After": "3"]), now: now)) == "stop")
-#expect(describe(alamofire.decision(for: keyedPost, response: try response(503), now: now)) == "stop")
+#expect(describe(alamofire, .get, status: 429, headers: ["Retry-After": "3"]) == "stop")
+#expect(describe(alamofire, .post, status: 503, idempotencyKey: "order-7f3a") == "stop")
 #sourceLocation()
 }
 
-// Migration.md:655: urlSessionAsync (body)
+// Migration.md:651: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 655)
+#sourceLocation(file: "Migration.md", line: 651)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -443,9 +440,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:681: urlSessionCallback (body)
+// Migration.md:677: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 681)
+#sourceLocation(file: "Migration.md", line: 677)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> HTTPRetryTask
@@ -465,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:713: httpPolicyWithAsyncRetry (body)
+// Migration.md:709: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 713)
+#sourceLocation(file: "Migration.md", line: 709)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -487,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:745: asyncLibraryCallSites (body)
+// Migration.md:741: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 745)
+#sourceLocation(file: "Migration.md", line: 741)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -519,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:781: AsyncLibraryAnyClock (decl)
+// Migration.md:777: AsyncLibraryAnyClock (decl)
 struct AsyncLibraryAnyClock {
-#sourceLocation(file: "Migration.md", line: 781)
+#sourceLocation(file: "Migration.md", line: 777)
 func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
     try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
         try await operation()
@@ -541,9 +538,9 @@ where C.Duration == Duration {
 #sourceLocation()
 }
 
-// Migration.md:860: asyncLibraryDifferences (test)
+// Migration.md:856: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 860)
+#sourceLocation(file: "Migration.md", line: 856)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -566,9 +563,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:918: swiftRetrierAfter (body)
+// Migration.md:914: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 918)
+#sourceLocation(file: "Migration.md", line: 914)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -577,7 +574,7 @@ let signedIn = RetryCondition(true)  // set `signedIn.value` as the state change
 let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
     .onlyWhen(signedIn)
     .giveUpAfter(maxAttempts: 10)
-    .giveUpAfter(timeout: .seconds(30))
+    .giveUpAfter(totalTimeout: .seconds(30))
     .giveUpOnErrors { $0 is MyFatalError }
 
 // One job, async: the value, or the error the policy gave up with.
@@ -594,9 +591,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:949: swiftRetrierCallbacks (body)
+// Migration.md:945: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 949)
+#sourceLocation(file: "Migration.md", line: 945)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -607,9 +604,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:978: swiftRetrierToday (body)
+// Migration.md:974: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 978)
+#sourceLocation(file: "Migration.md", line: 974)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

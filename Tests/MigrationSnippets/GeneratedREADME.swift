@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// README.md:80: ReadmeCallbacks (decl)
+// README.md:99: ReadmeCallbacks (decl)
 struct ReadmeCallbacks {
-#sourceLocation(file: "README.md", line: 80)
+#sourceLocation(file: "README.md", line: 99)
 struct Fatal: Error {}
 
 func legacyLoad(_ id: Int, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
@@ -36,9 +36,9 @@ func loadWithRetry(id: Int) -> RetryHandle<String> {
 #sourceLocation()
 }
 
-// README.md:111: ReadmeAsync (decl)
+// README.md:130: ReadmeAsync (decl)
 struct ReadmeAsync {
-#sourceLocation(file: "README.md", line: 111)
+#sourceLocation(file: "README.md", line: 130)
 func fetchAsync(_ url: URL) async throws -> Data {
     try await retry(maxAttempts: 5) {
         try await slowFetch(url)
@@ -51,9 +51,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:139: ReadmeBridges (decl)
+// README.md:158: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 139)
+#sourceLocation(file: "README.md", line: 158)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,9 +67,9 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:167: ReadmeHTTP (decl)
+// README.md:189: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 167)
+#sourceLocation(file: "README.md", line: 189)
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
@@ -79,9 +79,9 @@ func loadProfile(_ url: URL) async throws -> Data {
 #sourceLocation()
 }
 
-// README.md:184: ReadmePolicies (decl)
+// README.md:207: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 184)
+#sourceLocation(file: "README.md", line: 207)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:270: ReadmeErrors (test)
+// README.md:293: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 270)
+#sourceLocation(file: "README.md", line: 293)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:334: ReadmeVirtualTime (decl)
+// README.md:357: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 334)
+#sourceLocation(file: "README.md", line: 357)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

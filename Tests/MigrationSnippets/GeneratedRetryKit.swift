@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Sources/RetryKit/RetryKit.docc/RetryKit.md:29: overviewCallback (body)
+// Sources/RetryKit/RetryKit.docc/RetryKit.md:31: overviewCallback (body)
 func overviewCallback() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 29)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 31)
 // Fragment: `api` and `show` stand for your app's code.
 let handle = retry(maxAttempts: 4, on: .main) { attempt, done in
     api.load(id: 42) { profile, error in done(profile, error) }
@@ -29,9 +29,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/RetryKit.md:47: overviewAsync (body)
+// Sources/RetryKit/RetryKit.docc/RetryKit.md:49: overviewAsync (body)
 func overviewAsync() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 47)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/RetryKit.md", line: 49)
 // Fragment: `api` and `show` stand for your app's code.
 let profile = try await retry(maxAttempts: 4) {
     try await api.profile(id: 42)

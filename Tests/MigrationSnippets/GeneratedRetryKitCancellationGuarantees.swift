@@ -98,9 +98,9 @@ await #expect(throws: CancellationError.self) { try await waiter.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:171: asyncCancelDuringWait (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:172: asyncCancelDuringWait (test)
 @Test("CancellationGuarantees.md: asyncCancelDuringWait") func asyncCancelDuringWait() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 171)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 172)
 struct Unavailable: Error {}
 let clock = VirtualClock()
 let attempts = Recorder<Int>()
@@ -120,9 +120,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:195: withRetryAbandonsAttempt (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:196: withRetryAbandonsAttempt (test)
 @Test("CancellationGuarantees.md: withRetryAbandonsAttempt") func withRetryAbandonsAttempt() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 195)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 196)
 let hooks = Recorder<String>()
 let (started, signal) = AsyncStream.makeStream(of: Void.self)
 let task = Task {

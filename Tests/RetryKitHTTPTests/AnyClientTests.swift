@@ -46,7 +46,8 @@ private let classifyFake: @Sendable (any Error) -> TransportFailure? = { error i
 }
 
 private func send(
-    _ client: FakeClient, policy: HTTPRetryPolicy, method: HTTPRequestMethod = .get, requestHeaders: [String: String] = [:],
+    _ client: FakeClient, policy: HTTPRetryPolicy, method: HTTPRequestMethod = .get,
+    requestHeaders: [String: String] = [:],
     events: Locked<[RetryEvent<FakeResponse>]> = Locked([])
 ) async throws -> FakeResponse {
     try await policy.run(
@@ -106,10 +107,10 @@ private func send(
         func reason(
             _ steps: [Result<FakeResponse, FakeClientError>], policy: HTTPRetryPolicy = millisecondPolicy(),
             method: HTTPRequestMethod = .get
-        ) async -> RetryFinishReason? {
+        ) async -> RetryError.Reason? {
             let events = Locked<[RetryEvent<FakeResponse>]>([])
             _ = try? await send(FakeClient(steps), policy: policy, method: method, events: events)
-            return events.withLock { $0 }.compactMap { event -> RetryFinishReason? in
+            return events.withLock { $0 }.compactMap { event -> RetryError.Reason? in
                 if case .finished(let summary, _) = event { return summary.reason }
                 return nil
             }.first

@@ -17,15 +17,15 @@ private struct HTTPPolicyCase: CustomStringConvertible, Sendable {
     static func generate(_ random: inout PropertyRandom) -> HTTPPolicyCase {
         var policy = HTTPRetryPolicy(
             retryLimit: random.uint(), exponentialBackoffBase: random.uint(), exponentialBackoffScale: random.double())
-        policy.maximumRetryAfter = random.duration()
-        policy.maximumDelay = random.oneIn(3) ? nil : random.duration()
+        policy.maxRetryAfter = random.duration()
+        policy.maxDelay = random.oneIn(3) ? nil : random.duration()
         policy.jitter = random.pick([.none, .full, .equal, .proportional(random.double())])
         policy.attemptTimeout = random.oneIn(2) ? nil : random.duration()
         policy.totalTimeout = random.oneIn(2) ? nil : random.duration()
         let text =
             "HTTPRetryPolicy(retryLimit: \(policy.retryLimit), exponentialBackoffBase: \(policy.exponentialBackoffBase), "
-            + "exponentialBackoffScale: \(policy.exponentialBackoffScale)), maximumRetryAfter: "
-            + "\(exact(policy.maximumRetryAfter)), maximumDelay: \(exact(policy.maximumDelay)), jitter: \(policy.jitter), "
+            + "exponentialBackoffScale: \(policy.exponentialBackoffScale)), maxRetryAfter: "
+            + "\(exact(policy.maxRetryAfter)), maxDelay: \(exact(policy.maxDelay)), jitter: \(policy.jitter), "
             + "attemptTimeout: \(exact(policy.attemptTimeout)), totalTimeout: \(exact(policy.totalTimeout))"
         return HTTPPolicyCase(policy: policy, description: text)
     }
@@ -58,7 +58,7 @@ private func retryAfterValue(_ random: inout PropertyRandom, now: Date) -> Strin
 @Suite("Properties: HTTP policy and Retry-After")
 struct HTTPPropertyTests {
     @Test(
-        "every HTTPRetryPolicy parameter: maxAttempts saturates, backoff delays lie in [0, limit] and under maximumDelay"
+        "every HTTPRetryPolicy parameter: maxAttempts saturates, backoff delays lie in [0, limit] and under maxDelay"
     )
     func policyParameters() {
         checkProperty("HTTP policy parameters", generate: HTTPPolicyCase.generate) { testCase in
@@ -73,15 +73,15 @@ struct HTTPPropertyTests {
                     found.append("delay \(exact(delay)) at x = \(x) outside [0, limit]")
                 }
                 // A cap holds whatever jitter follows it (issue 13.2), proportional jitter included.
-                if let cap = policy.maximumDelay, delay > min(max(cap, .zero), limit) {
-                    found.append("delay \(exact(delay)) at x = \(x) above maximumDelay")
+                if let cap = policy.maxDelay, delay > min(max(cap, .zero), limit) {
+                    found.append("delay \(exact(delay)) at x = \(x) above maxDelay")
                 }
             }
             return found
         }
     }
 
-    @Test("a Retry-After delay is never negative and never above maximumRetryAfter")
+    @Test("a Retry-After delay is never negative and never above maxRetryAfter")
     func retryAfterCap() {
         let now = Date(timeIntervalSince1970: 1_800_000_000)
         checkProperty("Retry-After cap") { random in
@@ -99,7 +99,7 @@ struct HTTPPropertyTests {
                 found.append("RetryAfter.delay(\"\(value)\") = \(exact(parsed)) outside [0, limit]")
             }
             if case .retryAfter(let delay) = testCase.policy.decision(for: request, response: response, now: now) {
-                let cap = min(max(testCase.policy.maximumRetryAfter, .zero), limit)
+                let cap = min(max(testCase.policy.maxRetryAfter, .zero), limit)
                 if delay < .zero || delay > cap {
                     found.append("Retry-After \"\(value)\" waits \(exact(delay)), cap \(exact(cap))")
                 }

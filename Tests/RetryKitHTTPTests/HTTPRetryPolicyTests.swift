@@ -50,12 +50,12 @@ import Testing
         #expect(decide(status: 503, headers: ["Retry-After": "Fri, 31 Dec 9999 23:59:59 GMT"]) == .stop)
 
         var patient = policy
-        patient.maximumRetryAfter = .seconds(120)
+        patient.maxRetryAfter = .seconds(120)
         let hundredSeconds = ["Retry-After": "Sun, 06 Nov 1994 08:49:37 GMT"]
         #expect(decide(patient, status: 503, headers: hundredSeconds) == .retryAfter(.seconds(100)))
 
         var impatient = policy
-        impatient.maximumRetryAfter = .seconds(-5)  // counts as zero
+        impatient.maxRetryAfter = .seconds(-5)  // counts as zero
         #expect(decide(impatient, status: 503, headers: ["Retry-After": "0"]) == .retryAfter(.zero))
         #expect(decide(impatient, status: 503, headers: ["Retry-After": "1"]) == .stop)
     }
@@ -177,7 +177,9 @@ import Testing
         #expect(decide(optedIn, method: method, status: 503) == .backoff)
         #expect(decide(optedIn, method: method, error: URLError(.timedOut)) == .backoff)
 
-        #expect(decide(policy.adding(methods: [HTTPRequestMethod(method)]), method: method, status: 503) == .backoff)
+        #expect(
+            decide(policy.adding(methods: [HTTPRequestMethod(rawValue: method)]), method: method, status: 503)
+                == .backoff)
     }
 
     @Test func keyedRequestsArriveAsErrorsToo() {
@@ -187,8 +189,10 @@ import Testing
     }
 
     @Test func methodsAreCaseSensitiveAndDefaultToGET() {
-        #expect(HTTPRequestMethod.get.isIdempotent && HTTPRequestMethod.query.isIdempotent && !HTTPRequestMethod.post.isIdempotent)
-        #expect(HTTPRequestMethod("get") != .get)
+        #expect(
+            HTTPRequestMethod.get.isIdempotent && HTTPRequestMethod.query.isIdempotent
+                && !HTTPRequestMethod.post.isIdempotent)
+        #expect(HTTPRequestMethod(rawValue: "get") != .get)
         // Foundation uppercases the standard methods itself, so "get" goes out (and is decided) as GET …
         #expect(decide(method: "get", status: 503) == .backoff)
         // … but other methods are sent, and compared, exactly as written.
@@ -260,7 +264,7 @@ import Testing
         #expect(samples.allSatisfy { $0 < .seconds(30) })
         #expect(samples.contains { $0 < .seconds(15) } && samples.contains { $0 >= .seconds(15) })
 
-        capped.maximumDelay = nil
+        capped.maxDelay = nil
         capped.jitter = .none
         #expect(capped.backoff.delay(forRetry: 10_000) == BackoffStrategy<ContinuousClock>.saturationLimit)
     }
@@ -275,6 +279,14 @@ import Testing
         proportional.jitter = .proportional(0.2)
         let proportionalSamples = (0..<500).map { _ in proportional.backoff.delay(forRetry: 1) }
         #expect(proportionalSamples.allSatisfy { $0 >= .milliseconds(800) && $0 <= .milliseconds(1_200) })
+
+        // The one RetryJitter of RetryKit: decorrelated jitter too, from the scale up to the cap.
+        var decorrelated = policy
+        decorrelated.retryLimit = 20
+        decorrelated.jitter = .decorrelated
+        let decorrelatedSamples = (0..<20).map { decorrelated.backoff.delay(forRetry: $0) }
+        #expect(decorrelatedSamples.allSatisfy { $0 >= .milliseconds(500) && $0 < .seconds(30) })
+        #expect(Set(decorrelatedSamples).count > 1)
     }
 
     @Test func oddParametersNeverTrap() {

@@ -19,7 +19,7 @@ import Testing
         var policy = HTTPRetryPolicy()
         policy.totalTimeout = huge
         policy.attemptTimeout = huge
-        policy.maximumRetryAfter = huge
+        policy.maxRetryAfter = huge
         let (data, response) = try await session.data(for: makeRequest(url: server.url("/ok")), retryPolicy: policy)
         #expect((response as? HTTPURLResponse)?.statusCode == 200)
         #expect(String(decoding: data, as: UTF8.self) == "ok")

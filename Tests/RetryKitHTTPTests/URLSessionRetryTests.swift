@@ -577,7 +577,8 @@ import Testing
 
         var witness: Witness? = Witness()
         weak let weakWitness = witness
-        let task = session.dataTask(with: makeRequest(url: server.url("/ok"))) { [witness] _, _, _, _ in
+        let task = session.dataTask(with: makeRequest(url: server.url("/ok")), retryPolicy: HTTPRetryPolicy()) {
+            [witness] _, _, _, _ in
             _ = witness
             finished.withLock { $0 = true }
         }
@@ -605,5 +606,34 @@ import Testing
         }
         #expect(result.response == nil)
         #expect(server.requests.isEmpty)
+    }
+
+    // MARK: Foundation's own calls
+
+    /// Importing RetryKitHTTP changes no Foundation call that does not name `retryPolicy:`: both styles send the
+    /// request once and hand back the 503, as Foundation does (the compile-time side is in Tests/CompileFail/).
+    @Test func foundationsOwnCallsNeverRetry() async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/callback": [.respond(503, body: "busy"), .respond(200, body: "ok")],
+            "/async": [.respond(503, body: "busy"), .respond(200, body: "ok")],
+        ])
+        defer { server.stop() }
+        let session = makeSession()
+        defer { session.finishTasksAndInvalidate() }
+
+        let status: Int? = await withCheckedContinuation { continuation in
+            let task: URLSessionDataTask = session.dataTask(with: makeRequest(url: server.url("/callback"))) {
+                _, response, _ in
+                continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode)
+            }
+            task.resume()
+        }
+        #expect(status == 503)
+        #expect(server.requests(to: "/callback").count == 1)
+
+        let (data, response) = try await session.data(for: makeRequest(url: server.url("/async")))
+        #expect((response as? HTTPURLResponse)?.statusCode == 503)
+        #expect(String(decoding: data, as: UTF8.self) == "busy")
+        #expect(server.requests(to: "/async").count == 1)
     }
 }

@@ -9,7 +9,7 @@ extension HTTPClient {
         async throws -> HTTPClientResponse
     {
         try await policy.run(
-            method: RetryKitHTTP.HTTPRequestMethod(request.method.rawValue), url: URL(string: request.url),
+            method: RetryKitHTTP.HTTPRequestMethod(rawValue: request.method.rawValue), url: URL(string: request.url),
             requestHeader: { request.headers.first(name: $0) }, statusCode: { Int($0.status.code) },
             responseHeader: { $0.headers.first(name: $1) },
             classify: { [.connectTimeout, .readTimeout].contains($0 as? HTTPClientError) ? .timedOut

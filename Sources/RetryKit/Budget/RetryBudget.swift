@@ -6,17 +6,17 @@
 /// last error. First attempts are never refused: the budget limits retries, not traffic.
 ///
 /// The accounting follows the retry quota of the AWS SDKs, with gRPC's throttling idea of refusing before the bucket
-/// is empty available through `minimumBalance`:
+/// is empty available through `minBalance`:
 ///
 /// - the bucket starts full, at `capacity` tokens;
 /// - a retry costs `retryCost` tokens (`timeoutRetryCost` when the failed attempt timed out, never less than
-///   `retryCost`) and is refused if paying would leave fewer than `minimumBalance` tokens;
+///   `retryCost`) and is refused if paying would leave fewer than `minBalance` tokens;
 /// - a success refunds the cost of the retry that led to it, or `successRefund` tokens for a first-try success, never
 ///   beyond `capacity`.
 ///
 /// **Bound.** With no successes at all, the retriers sharing a budget issue at most
-/// `(capacity − minimumBalance) / retryCost` retries in total (rounded down): 100 with the defaults, however many
-/// retriers share it and however many of their attempts time out (``maximumRetriesWithoutSuccess``). The bound holds
+/// `(capacity − minBalance) / retryCost` retries in total (rounded down): 100 with the defaults, however many
+/// retriers share it and however many of their attempts time out (``maxRetriesWithoutSuccess``). The bound holds
 /// for every setting: a `timeoutRetryCost` below `retryCost` counts as `retryCost`, because a retry after a timeout
 /// loads the dependency at least as much as any other. Only a zero `retryCost` leaves retries unbounded, as it says.
 /// Once operations succeed again, the bucket refills by at least `successRefund` per success.
@@ -24,62 +24,53 @@
 /// `RetryBudget` is a class: share one instance between the retriers, policies and HTTP clients that call the same
 /// dependency. It is thread-safe.
 public final class RetryBudget: Sendable {
-    /// The tokens the bucket holds when full: `500` by default (as in the AWS SDKs).
-    public static let defaultCapacity = 500
-    /// The tokens a retry costs: `5` by default.
-    public static let defaultRetryCost = 5
-    /// The tokens a retry after a timed-out attempt costs: `10` by default.
-    public static let defaultTimeoutRetryCost = 10
-    /// The tokens a first-try success refunds: `1` by default.
-    public static let defaultSuccessRefund = 1
-
     /// The tokens the bucket holds when full.
-    public let capacity: Int
+    package let capacity: Int
     /// The tokens a retry costs.
-    public let retryCost: Int
+    package let retryCost: Int
     /// The tokens a retry after a timed-out attempt costs: never less than ``retryCost``.
-    public let timeoutRetryCost: Int
+    package let timeoutRetryCost: Int
     /// The tokens a first-try success refunds.
-    public let successRefund: Int
+    package let successRefund: Int
     /// A retry is refused if paying for it would leave fewer tokens than this.
-    public let minimumBalance: Int
+    package let minBalance: Int
 
     private let tokens: Locked<Int>
 
     /// Creates a full budget.
     ///
-    /// Negative values count as zero, `minimumBalance` is capped at `capacity`, and a `timeoutRetryCost` below
+    /// Negative values count as zero, `minBalance` is capped at `capacity`, and a `timeoutRetryCost` below
     /// `retryCost` counts as `retryCost` (so that timeouts cannot break the bound), so any combination is valid: a
     /// zero `capacity` refuses every retry; a zero `retryCost` (with a zero `timeoutRetryCost`) never refuses one.
     ///
     /// - Parameters:
-    ///   - capacity: The tokens the bucket holds when full. ``defaultCapacity`` by default.
-    ///   - retryCost: The tokens a retry costs. ``defaultRetryCost`` by default.
+    ///   - capacity: The tokens the bucket holds when full. `500` by default (as in the AWS SDKs).
+    ///   - retryCost: The tokens a retry costs. `5` by default.
     ///   - timeoutRetryCost: The tokens a retry after a timed-out attempt costs; values below `retryCost` count as
-    ///     `retryCost`. ``defaultTimeoutRetryCost`` by default.
-    ///   - successRefund: The tokens a first-try success refunds. ``defaultSuccessRefund`` by default.
-    ///   - minimumBalance: Refuse retries that would leave fewer tokens than this. `0` by default.
+    ///     `retryCost`. `10` by default.
+    ///   - successRefund: The tokens a first-try success refunds. `1` by default.
+    ///   - minBalance: Refuse retries that would leave fewer tokens than this. `0` by default.
     public init(
-        capacity: Int = RetryBudget.defaultCapacity,
-        retryCost: Int = RetryBudget.defaultRetryCost,
-        timeoutRetryCost: Int = RetryBudget.defaultTimeoutRetryCost,
-        successRefund: Int = RetryBudget.defaultSuccessRefund,
-        minimumBalance: Int = 0
+        capacity: Int = 500,
+        retryCost: Int = 5,
+        timeoutRetryCost: Int = 10,
+        successRefund: Int = 1,
+        minBalance: Int = 0
     ) {
         self.capacity = Swift.max(capacity, 0)
         self.retryCost = Swift.max(retryCost, 0)
         self.timeoutRetryCost = Swift.max(timeoutRetryCost, self.retryCost)
         self.successRefund = Swift.max(successRefund, 0)
-        self.minimumBalance = Swift.min(Swift.max(minimumBalance, 0), self.capacity)
+        self.minBalance = Swift.min(Swift.max(minBalance, 0), self.capacity)
         self.tokens = Locked(self.capacity)
     }
 
     /// The most retries the retriers sharing this budget issue in total while no operation succeeds, starting from a
-    /// full bucket: `(capacity − minimumBalance) / retryCost`, rounded down; `nil` (unbounded) when `retryCost` is 0.
+    /// full bucket: `(capacity − minBalance) / retryCost`, rounded down; `nil` (unbounded) when `retryCost` is 0.
     ///
     /// Retries after timed-out attempts count too: they cost at least `retryCost`.
-    public var maximumRetriesWithoutSuccess: Int? {
-        retryCost == 0 ? nil : (capacity - minimumBalance) / retryCost  // minimumBalance ≤ capacity: no overflow
+    public var maxRetriesWithoutSuccess: Int? {
+        retryCost == 0 ? nil : (capacity - minBalance) / retryCost  // minBalance ≤ capacity: no overflow
     }
 
     /// The tokens in the bucket now.
@@ -92,8 +83,8 @@ public final class RetryBudget: Sendable {
     package func withdraw(afterTimeout: Bool) -> Int? {
         let cost = afterTimeout ? timeoutRetryCost : retryCost
         return tokens.withLock { balance in
-            // balance ≥ minimumBalance ≥ 0 and cost ≥ 0: the subtraction cannot overflow.
-            guard balance - cost >= minimumBalance else { return nil }
+            // balance ≥ minBalance ≥ 0 and cost ≥ 0: the subtraction cannot overflow.
+            guard balance - cost >= minBalance else { return nil }
             balance -= cost
             return cost
         }

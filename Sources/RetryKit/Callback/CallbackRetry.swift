@@ -4,7 +4,8 @@ import Dispatch
 ///
 /// This is the completion-handler face of RetryKit, for code that would otherwise hand-write a recursive
 /// `requestWithRetry`. The operation receives the attempt (its number, the retries left, the time elapsed) and a
-/// completion to call once, in the `Result` style or the `(Value?, Error?)` style:
+/// completion to call once, in the `Result` style or the `(Value?, Error?)` style (for an operation that is already
+/// `async`, use `retryTask(…, on:)`, whose closure takes no completion):
 ///
 /// ```swift
 /// let handle = retry(maxAttempts: 5, on: .main) { attempt, done in
@@ -217,8 +218,14 @@ public func retry<Value: Sendable>(
 /// callbacks. Each attempt runs in a new `Task`; the retrier, its strategy, events and completion are exactly those of
 /// the completion-handler `retry` (it is the same runner), with the same queue and guarantees.
 ///
+/// Its name differs from the completion-handler `retry(…, on:, operation:, …)` on purpose: a closure written as a
+/// trailing closure loses its argument label, so with one name a completion-handler operation that forgets its `done`
+/// parameter (`{ attempt in legacyLoad { … } }`) would compile as an `async` operation returning `Void` and succeed at
+/// once. With two names, `retry(…, on:)` accepts only `{ attempt, done in … }` and `retryTask(…, on:)` only
+/// `{ attempt in … }`; any other closure is a compile-time error.
+///
 /// ```swift
-/// let handle = retry(maxAttempts: 4, on: .main) { attempt in
+/// let handle = retryTask(maxAttempts: 4, on: .main) { attempt in
 ///     try await api.load(id)
 /// } strategy: { _ in
 ///     .backoff(.exponential(a: .milliseconds(200), b: 2).jitter())
@@ -246,7 +253,7 @@ public func retry<Value: Sendable>(
 ///   - completion: The result and a ``RetrySummary``; runs exactly once, on `queue`.
 /// - Returns: A handle to cancel the retrier or await its result.
 @discardableResult
-public func retry<Value: Sendable>(
+public func retryTask<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,
@@ -266,7 +273,8 @@ public func retry<Value: Sendable>(
 
 /// Retries an `async` operation from completion-handler code, calling `completion` with the result.
 ///
-/// The same as the variant whose completion also receives a ``RetrySummary``; see there.
+/// The same as the variant whose completion also receives a ``RetrySummary``; see there. Write `{ result in … }` for
+/// this one and `{ result, summary in … }` for the other.
 ///
 /// - Parameters:
 ///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
@@ -283,7 +291,7 @@ public func retry<Value: Sendable>(
 ///   - completion: The result; runs exactly once, on `queue`.
 /// - Returns: A handle to cancel the retrier or await its result.
 @discardableResult
-public func retry<Value: Sendable>(
+public func retryTask<Value: Sendable>(
     maxAttempts: Int = 3,
     totalTimeout: Duration? = nil,
     attemptTimeout: Duration? = nil,

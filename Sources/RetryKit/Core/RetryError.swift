@@ -15,7 +15,7 @@ import Foundation  // LocalizedError
 public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedError {
     /// How a retrier finished, or why RetryKit failed an attempt: the one enum that events and errors share.
     ///
-    /// A ``RetrySummary`` (``RetryFinishReason`` is this type) says how every retrier ended; a `RetryError` says why
+    /// A ``RetrySummary``'s ``RetrySummary/reason`` says how every retrier ended; a `RetryError` says why
     /// RetryKit gave up or failed an attempt. A summary's reason is never ``attemptTimedOut`` or ``missingResult``
     /// (those fail one attempt). The runners never throw a `RetryError` for ``succeeded``, ``exhausted``,
     /// ``stopped(_:)`` or ``cancelled`` (those end with the value, the operation's own error or `CancellationError`);

@@ -21,26 +21,21 @@ public struct RetryAttempt: Sendable, Hashable, CustomStringConvertible {
     public var description: String { "attempt \(number)/\(maxAttempts == .max ? "∞" : String(maxAttempts))" }
 }
 
-/// How a retrier finished: the same enum as ``RetryError/Reason-swift.enum``, which events and errors share.
-///
-/// A summary's reason is one of ``RetryError/Reason-swift.enum/succeeded``, ``RetryError/Reason-swift.enum/exhausted``,
-/// ``RetryError/Reason-swift.enum/stopped(_:)`` (with the strategy's ``RetryStopReason``),
-/// ``RetryError/Reason-swift.enum/deadlineExceeded``, ``RetryError/Reason-swift.enum/cancelled``,
-/// ``RetryError/Reason-swift.enum/invalidConfiguration(_:)``, ``RetryError/Reason-swift.enum/budgetExhausted`` or
-/// ``RetryError/Reason-swift.enum/conditionEnded``.
-public typealias RetryFinishReason = RetryError.Reason
-
 /// What a finished retrier reports: how it ended, how many attempts ran and how long it took.
 public struct RetrySummary: Sendable, Hashable {
-    /// How the retrier finished.
-    public let reason: RetryFinishReason
+    /// How the retrier finished: ``RetryError/Reason-swift.enum/succeeded``, ``RetryError/Reason-swift.enum/exhausted``,
+    /// ``RetryError/Reason-swift.enum/stopped(_:)`` (with the strategy's ``RetryStopReason``),
+    /// ``RetryError/Reason-swift.enum/deadlineExceeded``, ``RetryError/Reason-swift.enum/cancelled``,
+    /// ``RetryError/Reason-swift.enum/invalidConfiguration(_:)``, ``RetryError/Reason-swift.enum/budgetExhausted`` or
+    /// ``RetryError/Reason-swift.enum/conditionEnded``: the enum errors use too.
+    public let reason: RetryError.Reason
     /// How many attempts ran (0 if none did).
     public let attempts: Int
     /// Time from the start of the retrier to its end, on the runner's clock or scheduler.
     public let elapsed: Duration
 
     /// Creates a summary; runners create these.
-    public init(reason: RetryFinishReason, attempts: Int, elapsed: Duration) {
+    public init(reason: RetryError.Reason, attempts: Int, elapsed: Duration) {
         self.reason = reason
         self.attempts = attempts
         self.elapsed = elapsed
@@ -52,7 +47,7 @@ public enum RetryNextStep: Sendable, Hashable {
     /// Wait this long, then run the next attempt.
     case retry(after: Duration)
     /// Give up: the retrier finishes for this reason.
-    case giveUp(RetryFinishReason)
+    case giveUp(RetryError.Reason)
 }
 
 /// An event of a running retrier, delivered in order to observers.

@@ -314,7 +314,7 @@ package struct RetryStateMachine: Sendable {
     }
 
     private mutating func finish(
-        _ reason: RetryFinishReason, error: (any Error)?, at now: Duration,
+        _ reason: RetryError.Reason, error: (any Error)?, at now: Duration,
         failed: (attempt: RetryAttempt, error: any Error)? = nil, succeeded: RetryAttempt? = nil
     ) -> Action {
         state = .finished

@@ -23,7 +23,7 @@ final class CallbackPolicyRun<Value: Sendable>: Sendable {
         /// The registration with the condition.
         var observation: RetryConditionObservation?
         /// How the run ended, once it has.
-        var endReason: RetryFinishReason?
+        var endReason: RetryError.Reason?
     }
 
     /// What a transition took out of the state, to stop or call outside the lock.
@@ -177,7 +177,7 @@ final class CallbackPolicyRun<Value: Sendable>: Sendable {
     ///     and ``PolicyGateMachine/Ending/trialResult``.
     ///   - reason: Why that trial finished.
     private func transition(
-        trialResult: Result<Value, any Error>? = nil, reason: RetryFinishReason? = nil,
+        trialResult: Result<Value, any Error>? = nil, reason: RetryError.Reason? = nil,
         _ event: (inout State) -> PolicyGateMachine.Action
     ) {
         var released = Released()

@@ -1,7 +1,8 @@
 import Dispatch
 
-/// A policy that polls: it runs a job, and after each success waits ``delay`` and runs it again, retrying failures
-/// with ``policy``, which starts afresh after each success.
+/// A policy that polls: it runs a job, and after each success waits the delay given to
+/// ``RetryPolicy/repeating(withDelay:)`` and runs it again, retrying failures with the policy it was made from, which
+/// starts afresh after each success.
 ///
 /// Create one with ``RetryPolicy/repeating(withDelay:)``:
 ///
@@ -25,28 +26,18 @@ import Dispatch
 /// ```
 ///
 /// A repetition ends only when the policy gives up (its error ends it), when the condition of
-/// ``RetryPolicy/onlyWhen(_:)-(RetryCondition)`` ends while `false`, or when it is cancelled. The pause after a
-/// success is not affected by the condition; the next trial then waits for it like any trial.
+/// ``RetryPolicy/onlyWhen(_:)`` (applied before `repeating(withDelay:)`) ends while `false`, or when
+/// it is cancelled. The pause after a success is not affected by the condition; the next trial then waits for it like
+/// any trial.
 public struct RepeatingRetryPolicy: Sendable {
     /// The policy that retries failures; it starts afresh after each success.
-    public let policy: RetryPolicy
+    package let policy: RetryPolicy
     /// The pause after each success, measured from the success.
-    public let delay: Duration
+    package let delay: Duration
 
     init(policy: RetryPolicy, delay: Duration) {
         self.policy = policy
         self.delay = delay
-    }
-
-    /// Runs attempts only while `condition` is `true`; see ``RetryPolicy/onlyWhen(_:)-(RetryCondition)``.
-    public func onlyWhen(_ condition: RetryCondition) -> RepeatingRetryPolicy {
-        RepeatingRetryPolicy(policy: policy.onlyWhen(condition), delay: delay)
-    }
-
-    /// Runs attempts only while the latest value of `values` is `true`; see
-    /// ``RetryPolicy/onlyWhen(_:)-(RetryCondition)``.
-    public func onlyWhen<S: AsyncSequence & Sendable>(_ values: S) -> RepeatingRetryPolicy where S.Element == Bool {
-        onlyWhen(RetryCondition(values))
     }
 
     // MARK: - Completion handlers
@@ -54,10 +45,11 @@ public struct RepeatingRetryPolicy: Sendable {
     /// Repeats a completion-handler operation, handing every success to `onValue`, until the policy gives up, the
     /// condition ends, or the returned handle is cancelled.
     ///
-    /// Each repetition is a trial of ``policy`` (a completion-handler retrier on `queue`); after a success `onValue`
-    /// runs on `queue`, then a timer of `scheduler` waits ``delay`` before the next trial. ``RetryHandle/cancel()``
-    /// cancels the timer or the trial in flight (its cancel hook runs) and `completion` receives `CancellationError`.
-    /// ``RetryHandle/value`` of the returned handle throws the error the repetition ended with.
+    /// Each repetition is a trial of the policy (a completion-handler retrier on `queue`); after a success `onValue`
+    /// runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next trial.
+    /// ``RetryHandle/cancel()`` cancels the timer or the trial in flight (its cancel hook runs) and `completion`
+    /// receives `CancellationError`. ``RetryHandle/value`` of the returned handle throws the error the repetition ended
+    /// with.
     ///
     /// - Parameters:
     ///   - queue: The queue the operation, strategy, observer, `onValue` and `completion` run on.
@@ -94,7 +86,8 @@ public struct RepeatingRetryPolicy: Sendable {
     /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.
     ///
     /// Each attempt runs in a new `Task`, cancelled with the trial. Otherwise the same as the completion-handler
-    /// variant; see there.
+    /// variant; see there. Its distinct name keeps the two closure shapes apart: `execute(on:)` accepts only
+    /// `{ attempt, done in … }`, `executeTask(on:)` only `{ attempt in … }`.
     ///
     /// - Parameters:
     ///   - queue: The queue the strategy, observer, `onValue` and `completion` run on.
@@ -105,7 +98,7 @@ public struct RepeatingRetryPolicy: Sendable {
     ///   - completion: The error the repetition ended with; runs exactly once, on `queue`. Does nothing by default.
     /// - Returns: A handle to cancel the repetition.
     @discardableResult
-    public func execute<Value: Sendable>(
+    public func executeTask<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
         operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
@@ -123,50 +116,33 @@ public struct RepeatingRetryPolicy: Sendable {
     /// The values of repeated runs of an async operation, as an `AsyncSequence`.
     ///
     /// ```swift
-    /// for try await feed in poller.values(clock: clock, { _ in try await api.feed() }) {
+    /// for try await feed in poller.values({ _ in try await api.feed() }) {
     ///     render(feed)
     /// }
     /// ```
     ///
-    /// Work happens only inside `next()`: the first call runs a trial of ``policy`` at once; each later call sleeps on
-    /// `clock` until ``delay`` after the previous success, then runs a new trial. So a slow consumer delays the next
-    /// run instead of piling up values, and dropping the iterator (leaving the loop) leaves nothing running.
+    /// Work happens only inside `next()`: the first call runs a trial of the policy at once; each later call sleeps on
+    /// `clock` until the repeating delay after the previous success, then runs a new trial. So a slow consumer delays
+    /// the next run instead of piling up values, and dropping the iterator (leaving the loop) leaves nothing running.
     ///
     /// The sequence ends (returns `nil`) when the consuming task is cancelled, and throws, then ends, when the policy
     /// gives up or the condition ends while `false`. Each iteration is an independent repetition.
     ///
     /// - Parameters:
     ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
-    ///   - clock: The clock that measures the pause, the waits and the timeouts.
+    ///   - clock: The clock that measures the pause, the waits and the timeouts. `ContinuousClock()` by default.
     ///   - operation: The work to repeat; it receives the attempt of its trial.
     ///   - observer: Receives the events of every trial and one ``RetryEvent/finished(_:error:)`` when the sequence
     ///     throws or is cancelled. Ignores them by default.
     /// - Returns: The sequence of values.
     public func values<Value: Sendable, C: Clock>(
         tolerance: Duration? = nil,
-        clock: C,
+        clock: C = ContinuousClock(),
         _ operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
     ) -> RepeatingRetrySequence<Value, C> where C.Duration == Duration {
         RepeatingRetrySequence(
             repeating: self, tolerance: tolerance, clock: clock, operation: operation, observer: observer)
-    }
-
-    /// The values of repeated runs of an async operation, pausing on a `ContinuousClock`.
-    ///
-    /// The same as ``values(tolerance:clock:_:observer:)`` with `clock: ContinuousClock()`.
-    ///
-    /// - Parameters:
-    ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
-    ///   - operation: The work to repeat; it receives the attempt of its trial.
-    ///   - observer: Receives the events. Ignores them by default.
-    /// - Returns: The sequence of values.
-    public func values<Value: Sendable>(
-        tolerance: Duration? = nil,
-        _ operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
-        observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
-    ) -> RepeatingRetrySequence<Value, ContinuousClock> {
-        values(tolerance: tolerance, clock: ContinuousClock(), operation, observer: observer)
     }
 }
 
@@ -231,7 +207,7 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
         }
 
         /// Ends the sequence: emits `finished`, then returns `nil` for a cancellation or throws `error`.
-        private mutating func end(_ reason: RetryFinishReason, error: any Error, since start: C.Instant) throws
+        private mutating func end(_ reason: RetryError.Reason, error: any Error, since start: C.Instant) throws
             -> Value?
         {
             ended = true

@@ -1,4 +1,4 @@
-/// A live `Bool` that gates retries: a policy with ``RetryPolicy/onlyWhen(_:)-(RetryCondition)`` runs attempts only
+/// A live `Bool` that gates retries: a policy with ``RetryPolicy/onlyWhen(_:)`` runs attempts only
 /// while it is `true` ("network reachable", "user signed in").
 ///
 /// A condition holds the latest value of its source and shares it with every run that uses it. Create one from
@@ -246,14 +246,6 @@ package struct RetryConditionObservation: Sendable {
                 return false
             }
             if stopNow { subscription.cancel() }
-        }
-    }
-
-    extension RetryPolicy {
-        /// Runs attempts only while the latest value of `publisher` is `true`: the same as
-        /// ``onlyWhen(_:)-(RetryCondition)`` with `RetryCondition(publisher)`.
-        public func onlyWhen<P: Publisher>(_ publisher: P) -> RetryPolicy where P.Output == Bool, P.Failure == Never {
-            onlyWhen(RetryCondition(publisher))
         }
     }
 

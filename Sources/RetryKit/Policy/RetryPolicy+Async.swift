@@ -2,9 +2,8 @@ extension RetryPolicy {
     /// Runs an async operation with this policy and returns its value.
     ///
     /// ```swift
-    /// let user = try await policy.execute(clock: clock) { attempt in
-    ///     try await api.user(id)
-    /// }
+    /// let user = try await policy.execute { attempt in try await api.user(id) }
+    /// let inTests = try await policy.execute(clock: VirtualClock()) { attempt in try await api.user(id) }
     /// ```
     ///
     /// Without a condition this is the observed async `retry` with the policy's limits, budget and strategy, in the
@@ -12,7 +11,7 @@ extension RetryPolicy {
     /// give-up predicate matches, ``RetryError`` for a deadline, a refused budget or an invalid configuration,
     /// `CancellationError` when the task is cancelled.
     ///
-    /// With ``onlyWhen(_:)-(RetryCondition)`` the run is a series of trials, one at a time: it waits (burning no
+    /// With ``onlyWhen(_:)`` the run is a series of trials, one at a time: it waits (burning no
     /// attempt) until the condition is `true`, runs a trial (that retrier) in a child task, and cancels the trial when
     /// the condition turns `false` (a wait ends at once, a running attempt is cancelled cooperatively; if it still
     /// returns a value, that value is the result). When the condition turns `true` again a new trial starts afresh.
@@ -24,7 +23,8 @@ extension RetryPolicy {
     ///
     /// - Parameters:
     ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
-    ///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`).
+    ///   - clock: The clock that measures waits and timeouts (`C.Duration == Duration`). `ContinuousClock()` by
+    ///     default.
     ///   - isolation: The actor the policy's strategy and the observer run on; inherited from the caller.
     ///   - operation: The work to try; it receives the attempt.
     ///   - observer: Receives every event, in order, in `isolation`. Ignores them by default. See
@@ -33,7 +33,7 @@ extension RetryPolicy {
     /// - Throws: See above.
     public func execute<Value: Sendable, C: Clock>(
         tolerance: Duration? = nil,
-        clock: C,
+        clock: C = ContinuousClock(),
         isolation: isolated (any Actor)? = #isolation,
         operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
@@ -59,68 +59,6 @@ extension RetryPolicy {
         }
     }
 
-    /// Runs an async operation with this policy, measuring time on a `ContinuousClock`.
-    ///
-    /// The same as ``execute(tolerance:clock:isolation:operation:observer:)`` with `clock: ContinuousClock()`.
-    ///
-    /// - Parameters:
-    ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
-    ///   - isolation: The actor the strategy and the observer run on; inherited from the caller.
-    ///   - operation: The work to try; it receives the attempt.
-    ///   - observer: Receives every event, in order. Ignores them by default.
-    /// - Returns: The value of the first attempt that succeeds.
-    /// - Throws: See ``execute(tolerance:clock:isolation:operation:observer:)``.
-    public func execute<Value: Sendable>(
-        tolerance: Duration? = nil,
-        isolation: isolated (any Actor)? = #isolation,
-        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
-        observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
-    ) async throws -> Value {
-        try await execute(
-            tolerance: tolerance, clock: ContinuousClock(), isolation: isolation, operation: operation,
-            observer: observer)
-    }
-
-    /// Runs an async operation with this policy: `try await policy { try await job() }`.
-    ///
-    /// The same as ``execute(tolerance:clock:isolation:operation:observer:)`` for an operation that does not need the
-    /// attempt, without an observer.
-    ///
-    /// - Parameters:
-    ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
-    ///   - clock: The clock that measures waits and timeouts.
-    ///   - isolation: The actor the strategy runs on; inherited from the caller.
-    ///   - operation: The work to try.
-    /// - Returns: The value of the first attempt that succeeds.
-    /// - Throws: See ``execute(tolerance:clock:isolation:operation:observer:)``.
-    public func callAsFunction<Value: Sendable, C: Clock>(
-        tolerance: Duration? = nil,
-        clock: C,
-        isolation: isolated (any Actor)? = #isolation,
-        _ operation: @escaping @Sendable () async throws -> Value
-    ) async throws -> Value where C.Duration == Duration {
-        try await execute(
-            tolerance: tolerance, clock: clock, isolation: isolation, operation: { _ in try await operation() })
-    }
-
-    /// Runs an async operation with this policy on a `ContinuousClock`: `try await policy { try await job() }`.
-    ///
-    /// - Parameters:
-    ///   - tolerance: The tolerance passed to the clock for each sleep. `nil` by default.
-    ///   - isolation: The actor the strategy runs on; inherited from the caller.
-    ///   - operation: The work to try.
-    /// - Returns: The value of the first attempt that succeeds.
-    /// - Throws: See ``execute(tolerance:clock:isolation:operation:observer:)``.
-    public func callAsFunction<Value: Sendable>(
-        tolerance: Duration? = nil,
-        isolation: isolated (any Actor)? = #isolation,
-        _ operation: @escaping @Sendable () async throws -> Value
-    ) async throws -> Value {
-        try await execute(
-            tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
-            operation: { _ in try await operation() })
-    }
-
     /// Runs trials until one succeeds or gives up, the condition ends while closed, or the task is cancelled; emits
     /// no `finished` event (the caller does, for the whole run).
     ///
@@ -130,7 +68,7 @@ extension RetryPolicy {
         operation: @escaping @Sendable (RetryAttempt) async throws -> Value,
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void,
         ledger: TrialLedger
-    ) async -> (Result<Value, any Error>, RetryFinishReason) where C.Duration == Duration {
+    ) async -> (Result<Value, any Error>, RetryError.Reason) where C.Duration == Duration {
         let gate = AsyncConditionGate(effectiveCondition)
         defer { gate.close() }
         let configuration = self.configuration

@@ -20,7 +20,7 @@ extension RetryPolicy {
     /// on `queue`, the completion runs exactly once, cancel stops the timer or the attempt (its cancel hook runs), and
     /// nothing is retained after the end.
     ///
-    /// With ``onlyWhen(_:)-(RetryCondition)`` the run is a series of trials, one at a time, each such a retrier: a
+    /// With ``onlyWhen(_:)`` the run is a series of trials, one at a time, each such a retrier: a
     /// trial starts when the condition is `true`, is cancelled when it turns `false` (its late result is ignored), and
     /// a new trial starts afresh when it turns `true` again. The run ends with the first trial that succeeds or gives
     /// up, with ``RetryError`` (``RetryError/Reason-swift.enum/conditionEnded``) if the condition ends while `false`,
@@ -84,6 +84,9 @@ extension RetryPolicy {
     /// Each attempt runs in a new `Task`, cancelled when the run is cancelled, when the attempt times out and when the
     /// condition turns `false`. Otherwise the same run as the completion-handler variant; see there.
     ///
+    /// The distinct name keeps the two closure shapes apart: `execute(on:)` accepts only `{ attempt, done in … }` and
+    /// `executeTask(on:)` only `{ attempt in … }`, so an operation that forgets `done` does not compile.
+    ///
     /// - Parameters:
     ///   - queue: The queue the strategy, observer and completion run on (the operation runs in its own task).
     ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
@@ -92,7 +95,7 @@ extension RetryPolicy {
     ///   - completion: The result and a ``RetrySummary``; runs exactly once, on `queue`.
     /// - Returns: A handle to cancel the run or await its value.
     @discardableResult
-    public func execute<Value: Sendable>(
+    public func executeTask<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
         operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
@@ -116,7 +119,7 @@ extension RetryPolicy {
     ///   - completion: The result; runs exactly once, on `queue`.
     /// - Returns: A handle to cancel the run or await its value.
     @discardableResult
-    public func execute<Value: Sendable>(
+    public func executeTask<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
         operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,

@@ -7,7 +7,7 @@
 /// let policy = RetryPolicy.exponentialBackoff()          // 0.5 s · 2ˣ, capped at 60 s, full jitter
 ///     .onlyWhen(signedIn)                               // attempts run only while the condition holds
 ///     .giveUpAfter(maxAttempts: 10)
-///     .giveUpAfter(timeout: .seconds(30))
+///     .giveUpAfter(totalTimeout: .seconds(30))
 ///     .giveUpOnErrors { $0 is AuthError }
 ///     .budget(sharedBudget)                             // one RetryBudget for every caller of this service
 ///
@@ -27,42 +27,18 @@
 /// trap: every run finishes at once with ``RetryError`` (``RetryError/Reason-swift.enum/invalidConfiguration(_:)``)
 /// through the usual completion or `throw`, without running an attempt.
 ///
-/// Without ``giveUpAfter(maxAttempts:)`` or ``giveUpAfter(timeout:)`` a policy retries until an attempt succeeds, a
+/// Without ``giveUpAfter(maxAttempts:)`` or ``giveUpAfter(totalTimeout:)`` a policy retries until an attempt succeeds, a
 /// predicate gives up, the budget refuses, or the run is cancelled.
 public struct RetryPolicy: Sendable {
-    /// The first delay of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `0.5` seconds.
-    public static let defaultInitialDelay: Duration = .milliseconds(500)
-    /// The growth factor of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `2`.
-    public static let defaultMultiplier: Double = 2
-    /// The largest delay of ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``: `60` seconds.
-    public static let defaultMaxDelay: Duration = .seconds(60)
-
-    /// How ``exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)`` randomizes its delays.
-    ///
-    /// Each case is described with `d(x) = min(initialDelay · multiplierˣ, maxDelay)`, where `x` is the 0-based
-    /// retry index.
-    public enum Jitter: Sendable, Hashable {
-        /// No randomness: `d(x)`.
-        case none
-        /// Full jitter, the default: a delay drawn uniformly from `[0, d(x))`. The cap applies before the draw, so
-        /// delays never bunch up at `maxDelay`.
-        case full
-        /// Equal jitter: `d(x)/2 + U[0, d(x)/2)`, keeping at least half of the delay.
-        case equal
-        /// Decorrelated jitter: `U[initialDelay, min(maxDelay, 3 · previous))`, starting from `initialDelay`;
-        /// `multiplier` is not used. See ``BackoffStrategy/decorrelatedJitter(base:cap:using:)``.
-        case decorrelated
-    }
-
     /// Limits and budget, handed to the runners as they are; the core validates them.
     package var configuration: RetryConfiguration
     /// The strategy for a failure that the give-up predicates let through.
     let base: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
     /// Errors to give up on at once; any match stops.
     let giveUpPredicates: [@Sendable (any Error) -> Bool]
-    /// The condition attempts wait for, if any (several chained ``onlyWhen(_:)-(RetryCondition)`` conditions
+    /// The condition attempts wait for, if any (several chained ``onlyWhen(_:)`` conditions
     /// combined into one).
-    public let condition: RetryCondition?
+    package let condition: RetryCondition?
 
     init(
         base: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
@@ -85,27 +61,21 @@ public struct RetryPolicy: Sendable {
     /// Growth saturates instead of overflowing, so a policy that retries for days never traps.
     ///
     /// - Parameters:
-    ///   - initialDelay: `d(0)`. Negative counts as zero. ``defaultInitialDelay`` (0.5 s) by default.
-    ///   - multiplier: The growth factor. NaN or negative counts as 1. ``defaultMultiplier`` (2) by default.
-    ///   - maxDelay: The cap, applied before any jitter. ``defaultMaxDelay`` (60 s) by default.
-    ///   - jitter: How delays are randomized. ``Jitter/full`` by default.
+    ///   - initialDelay: `d(0)`. Negative counts as zero. 0.5 s by default.
+    ///   - multiplier: The growth factor. NaN or negative counts as 1. 2 by default.
+    ///   - maxDelay: The cap, applied before any jitter. 60 s by default.
+    ///   - jitter: How delays are randomized. ``RetryJitter/full`` by default.
     ///   - generator: The source of randomness; pass a seeded generator for reproducible delays. It is shared by every
     ///     run of the policy and advances once per draw.
     public static func exponentialBackoff<G: RandomNumberGenerator>(
-        initialDelay: Duration = RetryPolicy.defaultInitialDelay,
-        multiplier: Double = RetryPolicy.defaultMultiplier,
-        maxDelay: Duration = RetryPolicy.defaultMaxDelay,
-        jitter: Jitter = .full,
+        initialDelay: Duration = .milliseconds(500),
+        multiplier: Double = 2,
+        maxDelay: Duration = .seconds(60),
+        jitter: RetryJitter = .full,
         using generator: G = SystemRandomNumberGenerator()
     ) -> RetryPolicy {
         let capped = BackoffStrategy<ContinuousClock>.exponential(a: initialDelay, b: multiplier).max(maxDelay)
-        switch jitter {
-        case .none: return backoff(capped)
-        case .full: return backoff(capped.jitter(using: generator))
-        case .equal: return backoff(capped.equalJitter(using: generator))
-        case .decorrelated:
-            return backoff(.decorrelatedJitter(base: initialDelay, cap: maxDelay, using: generator))
-        }
+        return backoff(jitter.applied(to: capped, first: initialDelay, cap: maxDelay, using: generator))
     }
 
     /// The same delay before every retry.
@@ -149,7 +119,7 @@ public struct RetryPolicy: Sendable {
     /// Gives up once `maxAttempts` attempts (including the first) have failed.
     ///
     /// Applied twice, the smaller limit wins. A limit below 1 makes every run finish at once with ``RetryError``
-    /// (invalid configuration). With ``onlyWhen(_:)-(RetryCondition)`` and when repeating, the limit applies to each
+    /// (invalid configuration). With ``onlyWhen(_:)`` and when repeating, the limit applies to each
     /// trial: it starts afresh whenever the condition turns true again or after a success.
     public func giveUpAfter(maxAttempts: Int) -> RetryPolicy {
         var copy = self
@@ -157,16 +127,17 @@ public struct RetryPolicy: Sendable {
         return copy
     }
 
-    /// Gives up once `timeout` has passed since the run (or the current trial) started: a wait that would end after
+    /// Gives up once `totalTimeout` has passed since the run (or the current trial) started: a wait that would end after
     /// it is not started, and an attempt still running then is abandoned. The run finishes with ``RetryError``
     /// (``RetryError/Reason-swift.enum/deadlineExceeded``), keeping the last error.
     ///
     /// Applied twice, the shorter timeout wins. A negative timeout makes every run finish at once with ``RetryError``
     /// (invalid configuration).
     /// Longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years) counts as that limit.
-    public func giveUpAfter(timeout: Duration) -> RetryPolicy {
+    public func giveUpAfter(totalTimeout: Duration) -> RetryPolicy {
         var copy = self
-        copy.configuration.totalTimeout = configuration.totalTimeout.map { Swift.min($0, timeout) } ?? timeout
+        copy.configuration.totalTimeout =
+            configuration.totalTimeout.map { Swift.min($0, totalTimeout) } ?? totalTimeout
         return copy
     }
 
@@ -218,19 +189,11 @@ public struct RetryPolicy: Sendable {
     ///
     /// Chainable, like SwiftRetrier: with several conditions, attempts run only while all of them are `true`, and the
     /// run finishes with ``RetryError/Reason-swift.enum/conditionEnded`` as soon as any of them ends while not
-    /// `true`. ``condition`` is then one condition combining them all.
+    /// `true`.
     public func onlyWhen(_ condition: RetryCondition) -> RetryPolicy {
         let combined = self.condition.map { RetryCondition.all([$0, condition]) } ?? condition
         return RetryPolicy(
             base: base, configuration: configuration, giveUpPredicates: giveUpPredicates, condition: combined)
-    }
-
-    /// Runs attempts only while the latest value of `values` is `true`.
-    ///
-    /// The same as ``onlyWhen(_:)-(RetryCondition)`` with `RetryCondition(values)`: the sequence is iterated once,
-    /// from now on, and its latest value is shared by every run of the policy. Its end (or error) ends the condition.
-    public func onlyWhen<S: AsyncSequence & Sendable>(_ values: S) -> RetryPolicy where S.Element == Bool {
-        onlyWhen(RetryCondition(values))
     }
 
     /// A policy that polls: after each success it waits `delay`, then runs the job again, retrying failures with this
@@ -245,17 +208,17 @@ public struct RetryPolicy: Sendable {
     // MARK: - Inspection
 
     /// The most attempts per run (or per trial), including the first; `Int.max` unless limited.
-    public var maxAttempts: Int { configuration.maxAttempts }
+    package var maxAttempts: Int { configuration.maxAttempts }
     /// The time a run (or trial) may take, if limited.
-    public var timeout: Duration? { configuration.totalTimeout }
+    package var totalTimeout: Duration? { configuration.totalTimeout }
     /// The time one attempt may take, if limited.
-    public var attemptTimeout: Duration? { configuration.attemptTimeout }
+    package var attemptTimeout: Duration? { configuration.attemptTimeout }
     /// The budget retries pay into, if any.
-    public var budget: RetryBudget? { configuration.budget }
+    package var budget: RetryBudget? { configuration.budget }
 
     /// What the policy answers for `error` after a failed attempt that has attempts left: ``RetryStrategy/stop`` if a
     /// give-up predicate matches, otherwise the policy's strategy.
-    public func strategy(for error: any Error) -> RetryStrategy<ContinuousClock> {
+    public func decision(for error: any Error) -> RetryStrategy<ContinuousClock> {
         for predicate in giveUpPredicates where predicate(error) { return .stop }
         return base(error)
     }
@@ -264,7 +227,7 @@ public struct RetryPolicy: Sendable {
     func strategy<C: Clock>(on clock: C.Type) -> @Sendable (any Error) -> RetryStrategy<C>
     where C.Duration == Duration {
         let policy = self
-        return { error in policy.strategy(for: error).retagged() }
+        return { error in policy.decision(for: error).retagged() }
     }
 
     /// The condition to wait for, unless the configuration is invalid: then runs go straight to the core, which fails

@@ -10,22 +10,22 @@ private let balances = [-1, 0, 1, 50, Int.max]
 
 @Suite("RetryBudget: the bound holds for every setting (issue 13.4)")
 struct BudgetBoundTests {
-    @Test("Without successes, granted retries never exceed maximumRetriesWithoutSuccess, whatever times out")
+    @Test("Without successes, granted retries never exceed maxRetriesWithoutSuccess, whatever times out")
     func boundHoldsForEverySetting() {
         var generator = SeededRandomNumberGenerator(seed: 13)
         var checked = 0
         for capacity in capacities {
             for retryCost in costs {
                 for timeoutRetryCost in costs {
-                    for minimumBalance in balances {
+                    for minBalance in balances {
                         let budget = RetryBudget(
                             capacity: capacity, retryCost: retryCost, timeoutRetryCost: timeoutRetryCost,
-                            minimumBalance: minimumBalance)
+                            minBalance: minBalance)
                         // Every retry after a timeout, none, or a seeded mix.
                         for pattern in 0..<3 {
                             let fresh = RetryBudget(
                                 capacity: capacity, retryCost: retryCost, timeoutRetryCost: timeoutRetryCost,
-                                minimumBalance: minimumBalance)
+                                minBalance: minBalance)
                             var granted = 0
                             while granted <= 2_000 {
                                 let afterTimeout = pattern == 0 || (pattern == 2 && generator.next() % 2 == 0)
@@ -34,8 +34,8 @@ struct BudgetBoundTests {
                             }
                             let setting =
                                 "capacity \(capacity), retryCost \(retryCost), timeoutRetryCost \(timeoutRetryCost), "
-                                + "minimumBalance \(minimumBalance), pattern \(pattern)"
-                            if let bound = budget.maximumRetriesWithoutSuccess {
+                                + "minBalance \(minBalance), pattern \(pattern)"
+                            if let bound = budget.maxRetriesWithoutSuccess {
                                 #expect(granted <= bound, "\(setting): \(granted) retries, bound \(bound)")
                                 if bound <= 2_000 && pattern == 1 {
                                     #expect(granted == bound, "\(setting): the bound is reached exactly")
@@ -46,7 +46,7 @@ struct BudgetBoundTests {
                                     #expect(granted > 2_000, "\(setting): free retries are never refused")
                                 }
                             }
-                            #expect(fresh.availableTokens >= fresh.minimumBalance)
+                            #expect(fresh.availableTokens >= fresh.minBalance)
                             checked += 1
                         }
                     }
@@ -60,13 +60,13 @@ struct BudgetBoundTests {
     func cheapTimeoutsCountAsRetries() {
         let cheap = RetryBudget(capacity: 500, retryCost: 5, timeoutRetryCost: 1)
         #expect(cheap.timeoutRetryCost == 5)
-        #expect(cheap.maximumRetriesWithoutSuccess == 100)
+        #expect(cheap.maxRetriesWithoutSuccess == 100)
         #expect(cheap.withdraw(afterTimeout: true) == 5)
         #expect(RetryBudget(retryCost: 5, timeoutRetryCost: 10).timeoutRetryCost == 10)
         #expect(RetryBudget(retryCost: 0, timeoutRetryCost: -4).timeoutRetryCost == 0)
-        #expect(RetryBudget(retryCost: 0).maximumRetriesWithoutSuccess == nil)
-        #expect(RetryBudget().maximumRetriesWithoutSuccess == 100)
-        #expect(RetryBudget(capacity: 10, retryCost: 3, minimumBalance: 2).maximumRetriesWithoutSuccess == 2)
+        #expect(RetryBudget(retryCost: 0).maxRetriesWithoutSuccess == nil)
+        #expect(RetryBudget().maxRetriesWithoutSuccess == 100)
+        #expect(RetryBudget(capacity: 10, retryCost: 3, minBalance: 2).maxRetriesWithoutSuccess == 2)
     }
 
     @Test("Retriers whose attempts all time out stay within the bound when timeouts are set cheaper than retries")
@@ -75,7 +75,7 @@ struct BudgetBoundTests {
         let scheduler = VirtualScheduler()
         let queue = DispatchQueue(label: "budget-bound")
         let retries = Locked(0)
-        let reasons = Locked<[RetryFinishReason]>([])
+        let reasons = Locked<[RetryError.Reason]>([])
         for _ in 0..<20 {
             retry(
                 configuration: RetryConfiguration(maxAttempts: 10, attemptTimeout: .seconds(1), budget: budget),

@@ -101,11 +101,12 @@ struct BudgetEntryPointTests {
                         try script.attempt(attempt).get()
                     }
                     if summarized {
-                        retry(maxAttempts: 10, budget: script.budget, on: queue, operation: operation) { result, _ in
+                        retryTask(maxAttempts: 10, budget: script.budget, on: queue, operation: operation) {
+                            result, _ in
                             continuation.resume(returning: result)
                         }
                     } else {
-                        retry(maxAttempts: 10, budget: script.budget, on: queue, operation: operation) {
+                        retryTask(maxAttempts: 10, budget: script.budget, on: queue, operation: operation) {
                             (result: Result<Int, any Error>) in continuation.resume(returning: result)
                         }
                     }

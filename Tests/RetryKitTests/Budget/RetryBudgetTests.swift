@@ -26,8 +26,8 @@ struct RetryBudgetTests {
         #expect(budget.availableTokens == 20)
     }
 
-    @Test func minimumBalanceRefusesEarly() {
-        let budget = RetryBudget(capacity: 10, retryCost: 1, minimumBalance: 5)
+    @Test func minBalanceRefusesEarly() {
+        let budget = RetryBudget(capacity: 10, retryCost: 1, minBalance: 5)
         var granted = 0
         while budget.withdraw(afterTimeout: false) != nil { granted += 1 }
         #expect(granted == 5)
@@ -51,8 +51,8 @@ struct RetryBudgetTests {
     func extremeParametersAreValid(capacity: Int, cost: Int, timeoutCost: Int, refund: Int, minimum: Int) {
         let budget = RetryBudget(
             capacity: capacity, retryCost: cost, timeoutRetryCost: timeoutCost, successRefund: refund,
-            minimumBalance: minimum)
-        #expect(budget.capacity >= 0 && budget.retryCost >= 0 && budget.minimumBalance <= budget.capacity)
+            minBalance: minimum)
+        #expect(budget.capacity >= 0 && budget.retryCost >= 0 && budget.minBalance <= budget.capacity)
         for _ in 0..<3 {
             let paid = budget.withdraw(afterTimeout: false)
             budget.deposit(refundOf: paid)
@@ -130,7 +130,7 @@ struct RetryBudgetStateMachineTests {
 
     @Test func anOutageOfAThousandCallersIssuesNoMoreRetriesThanTheBoundThenRecovers() {
         let budget = RetryBudget()  // 500 tokens, 5 per retry: at most 100 retries with no success
-        let bound = (budget.capacity - budget.minimumBalance) / budget.retryCost
+        let bound = (budget.capacity - budget.minBalance) / budget.retryCost
         let retries = Locked(0)
         DispatchQueue.concurrentPerform(iterations: 1_000) { _ in
             let (termination, count) = runFailing(budget)

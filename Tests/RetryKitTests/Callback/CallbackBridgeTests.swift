@@ -131,7 +131,7 @@ extension CallbackRunnerTests {
 
         @Test func asyncOperationIsRetriedOnTheCallbackRunner() async {
             let recorder = CBRecorder<Int>(checking: queue)
-            retry(
+            retryTask(
                 maxAttempts: 4, on: queue,
                 operation: { attempt in
                     try await Task.sleep(for: .microseconds(100))
@@ -154,7 +154,7 @@ extension CallbackRunnerTests {
         @Test func asyncOperationWaitsInVirtualTime() async {
             let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
-            retry(
+            retryTask(
                 maxAttempts: 3, on: queue, scheduler: scheduler,
                 operation: { attempt in
                     if attempt.number < 3 { throw CBError(code: attempt.number) }
@@ -170,12 +170,12 @@ extension CallbackRunnerTests {
         @Test func bothCompletionFormsTypeCheckForAsyncOperations() async {
             let one = CBSlot<Int>()
             let two = CBSlot<Int>()
-            retry(on: queue) { _ in
+            retryTask(on: queue) { _ in
                 1
             } completion: { result in
                 one.set(result.cbValue ?? -1)
             }
-            retry(on: queue) { attempt in
+            retryTask(on: queue) { attempt in
                 try await Task.sleep(for: .microseconds(10))
                 return attempt.number + 1
             } completion: { result, summary in
@@ -190,7 +190,7 @@ extension CallbackRunnerTests {
             let started = CBCounter()
             let sawCancellation = CBCounter()
             let recorder = CBRecorder<Int>()
-            let handle = retry(
+            let handle = retryTask(
                 on: queue,
                 operation: { _ in
                     started.increment()
@@ -216,7 +216,7 @@ extension CallbackRunnerTests {
 
         @Test func taskCancellationDuringALongBackoffOfAnAsyncOperation() async {
             let scheduler = CBRecordingScheduler(DispatchTimerScheduler())
-            let handle = retry(
+            let handle = retryTask(
                 on: queue, scheduler: scheduler,
                 operation: { (_: RetryAttempt) async throws -> Int in throw CBError(code: 1) },
                 strategy: { _ in .backoff(.constant(.seconds(10))) }, completion: { _ in })
@@ -238,7 +238,7 @@ extension CallbackRunnerTests {
             let started = CBCounter()
             let sawCancellation = CBCounter()
             let recorder = CBRecorder<Int>()
-            retry(
+            retryTask(
                 attemptTimeout: .milliseconds(20), on: queue, scheduler: scheduler,
                 operation: { attempt in
                     started.increment()
@@ -267,7 +267,7 @@ extension CallbackRunnerTests {
             do {
                 let canaries = [CBCanary(), CBCanary(), CBCanary()]
                 probes = canaries.map(CBWeak.init)
-                let handle = retry(
+                let handle = retryTask(
                     maxAttempts: 2, on: queue,
                     operation: { attempt in
                         withExtendedLifetime(canaries[0]) {}

@@ -24,7 +24,7 @@ extension CallbackRunnerTests {
             let network = ["a", "b"].map { DispatchQueue(label: "callback-stress-network-\($0)") }
             let cancelQueue = DispatchQueue(label: "callback-stress-cancel")
             let completions = Locked([Int](repeating: 0, count: count))
-            let outcomes = Locked([RetryFinishReason?](repeating: nil, count: count))
+            let outcomes = Locked([RetryError.Reason?](repeating: nil, count: count))
             let total = CBCounter()
             let operationCalls = CBCounter()
             var runners: [CBWeak<CallbackRunner>] = []
@@ -166,7 +166,7 @@ extension CallbackRunnerTests {
                 for index in batch..<min(batch + 200, iterations) {
                     var rng = SeededRandomNumberGenerator(seed: UInt64(index) &+ 1_000)
                     let sleep = rng.below(400)
-                    let handle = retry(
+                    let handle = retryTask(
                         maxAttempts: 2, on: queue,
                         operation: { attempt in
                             running.increment()

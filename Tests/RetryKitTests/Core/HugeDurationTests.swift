@@ -77,10 +77,10 @@ struct HugeDurationTests {
     @Test(
         "RetryPolicy from async code: huge timeouts run and wait until the saturation limit", arguments: hugeDurations)
     func policyHuge(_ huge: Duration) async throws {
-        let policy = RetryPolicy.noDelay.giveUpAfter(timeout: huge).attemptTimeout(huge)
+        let policy = RetryPolicy.noDelay.giveUpAfter(totalTimeout: huge).attemptTimeout(huge)
         #expect(try await policy.execute { attempt in attempt.number } == 1)
         let clock = VirtualClock()
-        let total = RetryPolicy.noDelay.giveUpAfter(timeout: huge)
+        let total = RetryPolicy.noDelay.giveUpAfter(totalTimeout: huge)
         let task = Task { try await total.execute(clock: clock, operation: succeedAfterOneSecond(on: clock)) }
         #expect(try await expectTimeoutClamped(task, on: clock) == 1)
     }

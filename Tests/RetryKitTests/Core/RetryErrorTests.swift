@@ -27,7 +27,7 @@ private final class Outcome<Value: Sendable>: Sendable {
     }
 
     /// The reason of the last `attemptFailed(…, next: .giveUp(reason))` event.
-    var giveUpReason: RetryFinishReason? {
+    var giveUpReason: RetryError.Reason? {
         for case .attemptFailed(_, _, .giveUp(let reason)) in events.reversed() { return reason }
         return nil
     }
@@ -41,17 +41,16 @@ struct RetryErrorTests {
 
     // MARK: - One enum
 
-    @Test("Summaries and errors share one reason type; RetryFinishReason is RetryError.Reason")
+    @Test("Summaries and errors share one reason type, RetryError.Reason")
     func oneEnum() {
-        let fromError: RetryFinishReason = RetryError(.budgetExhausted).reason
+        let fromError: RetryError.Reason = RetryError(.budgetExhausted).reason
         let summary = RetrySummary(reason: fromError, attempts: 2, elapsed: .seconds(1))
         #expect(summary.reason == RetryError.Reason.budgetExhausted)
-        #expect(RetryFinishReason.self == RetryError.Reason.self)
     }
 
     @Test("Every reason has its own explanation for people and prints as its case name")
     func explanationsAndNames() {
-        let all: [RetryFinishReason] = [
+        let all: [RetryError.Reason] = [
             .succeeded, .exhausted, .stopped, .stopped(Self.notAuthorized), .deadlineExceeded, .cancelled,
             .invalidConfiguration("maxAttempts must be at least 1 (got 0)"), .budgetExhausted, .conditionEnded,
             .attemptTimedOut, .missingResult,
@@ -63,21 +62,21 @@ struct RetryErrorTests {
                 "succeeded", "exhausted", "stopped", "stopped(notAuthorized)", "deadlineExceeded", "cancelled",
                 "invalidConfiguration", "budgetExhausted", "conditionEnded", "attemptTimedOut", "missingResult",
             ])
-        #expect(RetryFinishReason.stopped(Self.notAuthorized).explanation == "the server refused the credentials")
+        #expect(RetryError.Reason.stopped(Self.notAuthorized).explanation == "the server refused the credentials")
         #expect(
-            RetryFinishReason.invalidConfiguration("x < 1").explanation == "the retry configuration is invalid: x < 1")
-        #expect(RetryFinishReason.stopped.explanation == "the retry strategy chose to stop")
+            RetryError.Reason.invalidConfiguration("x < 1").explanation == "the retry configuration is invalid: x < 1")
+        #expect(RetryError.Reason.stopped.explanation == "the retry strategy chose to stop")
     }
 
     @Test("Equality: stop reasons by name, any invalid configuration equals any other; hashing agrees")
     func equality() {
         let detailed = RetryStopReason("notAuthorized", explanation: "status 401 is not retryable")
-        #expect(RetryFinishReason.stopped(detailed) == .stopped(Self.notAuthorized))
-        #expect(RetryFinishReason.stopped(Self.notAuthorized) != .stopped)
-        #expect(RetryFinishReason.stopped(.unspecified) == .stopped)
-        #expect(RetryFinishReason.invalidConfiguration("a") == .invalidConfiguration)
-        #expect(RetryFinishReason.invalidConfiguration("a") != .deadlineExceeded)
-        let set: Set<RetryFinishReason> = [.invalidConfiguration("a"), .invalidConfiguration("b"), .stopped(detailed)]
+        #expect(RetryError.Reason.stopped(detailed) == .stopped(Self.notAuthorized))
+        #expect(RetryError.Reason.stopped(Self.notAuthorized) != .stopped)
+        #expect(RetryError.Reason.stopped(.unspecified) == .stopped)
+        #expect(RetryError.Reason.invalidConfiguration("a") == .invalidConfiguration)
+        #expect(RetryError.Reason.invalidConfiguration("a") != .deadlineExceeded)
+        let set: Set<RetryError.Reason> = [.invalidConfiguration("a"), .invalidConfiguration("b"), .stopped(detailed)]
         #expect(set.count == 2)
         #expect(set.contains(.stopped(Self.notAuthorized)))
         #expect(set.contains(.invalidConfiguration))

@@ -399,7 +399,7 @@ private func runOnScheduler(_ scenario: ParityScenario, _ style: ParityStyle) as
     }
     let handle: RetryHandle<String>
     if style == .callbackAsyncOperation {
-        handle = retry(
+        handle = retryTask(
             maxAttempts: scenario.maxAttempts, totalTimeout: scenario.totalTimeout,
             attemptTimeout: scenario.attemptTimeout, on: queue, scheduler: scheduler,
             operation: { attempt in try await scenario.perform(attempt.number, progress) },

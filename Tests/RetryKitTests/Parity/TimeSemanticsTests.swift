@@ -48,7 +48,7 @@ struct TimeSemanticsTests {
             using: SeededRandomNumberGenerator(seed: 15)
         )
         .giveUpAfter(maxAttempts: 30)
-        .giveUpAfter(timeout: .seconds(20))
+        .giveUpAfter(totalTimeout: .seconds(20))
         if let attemptTimeout { policy = policy.attemptTimeout(attemptTimeout) }
         return policy
     }

@@ -29,7 +29,7 @@ private final class Dependency: Sendable {
 /// How one caller's run ended.
 private struct Outcome: Sendable {
     let succeeded: Bool
-    let reason: RetryFinishReason
+    let reason: RetryError.Reason
     /// Whether a failure carried the dependency's error: the error itself, or as a `RetryError`'s last error.
     let carriesOutage: Bool
     let attempts: Int
@@ -50,14 +50,14 @@ private struct Outcome: Sendable {
 
 /// Checks a run of `callers` callers against an always-failing dependency and returns the retries they issued.
 private func checkOutage(_ outcomes: [Outcome], calls: Int, callers: Int, budget: RetryBudget) -> Int {
-    let bound = (budget.capacity - budget.minimumBalance) / budget.retryCost
+    let bound = (budget.capacity - budget.minBalance) / budget.retryCost
     let retries = calls - callers
     #expect(outcomes.count == callers)
     #expect(retries <= bound, "the budget's documented bound holds")
     // Every token was spent: had any stayed, no caller would have been refused, and every caller would have run out
     // of attempts, which needs far more retries than the budget holds.
     #expect(retries == bound)
-    #expect(budget.availableTokens - budget.minimumBalance < budget.retryCost)
+    #expect(budget.availableTokens - budget.minBalance < budget.retryCost)
     #expect(outcomes.allSatisfy { !$0.succeeded && $0.carriesOutage })
     #expect(outcomes.allSatisfy { $0.reason == .budgetExhausted || $0.reason == .exhausted })
     let refused = outcomes.filter { $0.reason == .budgetExhausted }
@@ -111,7 +111,7 @@ struct BudgetOutageTests {
 
     @Test("1,000 completion-handler callers with backoff on virtual time")
     func callbackOutageOnVirtualTime() {
-        let budget = RetryBudget(capacity: 300, retryCost: 5, minimumBalance: 50)  // at most 50 retries
+        let budget = RetryBudget(capacity: 300, retryCost: 5, minBalance: 50)  // at most 50 retries
         let policy = RetryPolicy.exponentialBackoff(initialDelay: .milliseconds(100), using: PolicyTestRNG(seed: 9))
             .giveUpAfter(maxAttempts: 5).budget(budget)
         let scheduler = VirtualScheduler()

@@ -44,10 +44,11 @@ struct PolicyCallbackExecuteTests {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let hooks = CBCounter()
-        RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(.seconds(1)).execute(
-            on: queue, scheduler: scheduler,
-            operation: { _, done in done.onCancel { hooks.increment() } },  // never completes
-            completion: recorder.completion)
+        RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(.seconds(1))
+            .execute(
+                on: queue, scheduler: scheduler,
+                operation: { _, done in done.onCancel { hooks.increment() } },  // never completes
+                completion: recorder.completion)
         scheduler.run()
         // t=0 attempt 1 times out at 1, waits 4; attempt 2 at 5 times out at 6, waits 4; attempt 3 at 10: deadline.
         let error = recorder.onlyResult?.cbError as? RetryError
@@ -88,7 +89,7 @@ struct PolicyCallbackExecuteTests {
         let policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 5)
         let calls = AsyncCounter()
         let summaries = Locked<[RetrySummary]>([])
-        let handle = policy.execute(
+        let handle = policy.executeTask(
             on: queue,
             operation: { attempt in
                 calls.increment()
@@ -179,7 +180,7 @@ struct PolicyAsyncExecuteTests {
         #expect(calls.value == 2)
 
         let clock = VirtualClock()
-        let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(timeout: .seconds(10)).attemptTimeout(
+        let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(
             .seconds(1))
         let task = Task {
             try await timed.execute(clock: clock) { _ in
@@ -200,10 +201,10 @@ struct PolicyAsyncExecuteTests {
         #expect(clock.now == .zero.advanced(by: .seconds(6)))
     }
 
-    @Test func callAsFunctionAndManyJobs() async throws {
+    @Test func manyConcurrentJobsOfOnePolicy() async throws {
         let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3)
         let calls = AsyncCounter()
-        let value = try await policy(clock: InstantClock()) {
+        let value = try await policy.execute(clock: InstantClock()) { _ in
             if calls.increment() < 3 { throw AsyncTestError(id: calls.value) }
             return "third"
         }
@@ -212,7 +213,7 @@ struct PolicyAsyncExecuteTests {
             for job in 0..<50 {
                 group.addTask {
                     let attempts = AsyncCounter()
-                    return try await policy(clock: InstantClock()) {
+                    return try await policy.execute(clock: InstantClock()) { _ in
                         if attempts.increment() <= job % 3 { throw AsyncTestError(id: job) }
                         return job
                     }
@@ -224,7 +225,7 @@ struct PolicyAsyncExecuteTests {
         }
         let tried = AsyncCounter()
         await #expect(throws: AsyncTestError.self) {
-            _ = try await policy(clock: InstantClock()) { () async throws -> Int in
+            _ = try await policy.execute(clock: InstantClock()) { _ async throws -> Int in
                 throw AsyncTestError(id: tried.increment())
             }
         }

@@ -115,7 +115,7 @@ struct RepeatingCallbackTests {
         let condition = RetryCondition(true)
         let times = Locked<[Duration]>([])
         let errors = Locked<[any Error]>([])
-        RetryPolicy.noDelay.repeating(withDelay: .seconds(10)).onlyWhen(condition).execute(
+        RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(10)).execute(
             on: queue, scheduler: scheduler,
             operation: { _, done in
                 times.withLock { $0.append(scheduler.now) }
@@ -139,7 +139,7 @@ struct RepeatingCallbackTests {
         let values = Locked<[Int]>([])
         let calls = AsyncCounter()
         let errors = Locked<[any Error]>([])
-        let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(5)).execute(
+        let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(5)).executeTask(
             on: queue, scheduler: scheduler,
             operation: { _ in
                 let call = calls.increment()

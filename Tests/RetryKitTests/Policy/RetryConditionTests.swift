@@ -452,7 +452,7 @@ struct ConditionCallbackTests {
         }
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
         let recorders = [CBRecorder<Int>(), CBRecorder<Int>()]
-        let policies = [RetryPolicy.noDelay.onlyWhen(registered), RetryPolicy.noDelay.onlyWhen(stream)]
+        let policies = [RetryPolicy.noDelay.onlyWhen(registered), RetryPolicy.noDelay.onlyWhen(RetryCondition(stream))]
         for (policy, recorder) in zip(policies, recorders) {
             policy.execute(
                 on: queue, scheduler: scheduler, operation: { _, done in done(.success(5)) },
@@ -687,7 +687,7 @@ struct ConditionAsyncTests {
 
     @Test func anAsyncSequenceGatesTheRun() async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
-        let policy = RetryPolicy.noDelay.onlyWhen(stream)
+        let policy = RetryPolicy.noDelay.onlyWhen(RetryCondition(stream))
         let calls = AsyncCounter()
         let task = Task { try await policy.execute(clock: InstantClock()) { _ in calls.increment() } }
         #expect(await cbWait { policy.condition?.observerCount == 1 })

@@ -15,7 +15,7 @@ func policyDelays(_ policy: RetryPolicy, count: Int, error: any Error = CBError(
     var previous: Duration?
     return (0..<count).map { index in
         let decision = RetryDecisionContext(retryIndex: index, previousDelay: previous)
-            .resolve(policy.strategy(for: error))
+            .resolve(policy.decision(for: error))
         switch decision {
         case .retry(let delay):
             previous = delay
@@ -32,10 +32,7 @@ struct RetryPolicyConfigurationTests {
         let policy = RetryPolicy.exponentialBackoff(jitter: .none)
         let expected: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8)]
         #expect(policyDelays(policy, count: 5) == expected)
-        #expect(policyDelays(policy, count: 12).last == .seconds(60), "capped at defaultMaxDelay")
-        #expect(RetryPolicy.defaultInitialDelay == .milliseconds(500))
-        #expect(RetryPolicy.defaultMultiplier == 2)
-        #expect(RetryPolicy.defaultMaxDelay == .seconds(60))
+        #expect(policyDelays(policy, count: 12).last == .seconds(60), "capped at 60 s by default")
     }
 
     @Test func fullJitterIsTheDefaultAndStaysBelowTheCappedCurve() {
@@ -72,6 +69,16 @@ struct RetryPolicyConfigurationTests {
                 using: PolicyTestRNG(seed: 2)
             ), count: 50)
         #expect(decorrelated.allSatisfy { $0.map { $0 >= .seconds(1) && $0 < .seconds(10) } == true })
+        // The one RetryJitter of RetryKit: proportional jitter too, below the cap.
+        let proportional = policyDelays(
+            .exponentialBackoff(
+                initialDelay: .seconds(1), maxDelay: .seconds(4), jitter: .proportional(0.5),
+                using: PolicyTestRNG(seed: 3)
+            ), count: 6)
+        for (index, delay) in proportional.enumerated() {
+            let curve = Duration.seconds(Swift.min(1 << index, 4))
+            #expect(delay.map { $0 >= curve / 2 && $0 < Swift.min(curve * 3 / 2, .seconds(4)) } == true)
+        }
     }
 
     @Test func constantNoDelayBackoffAndHomemadePolicies() {
@@ -92,12 +99,12 @@ struct RetryPolicyConfigurationTests {
     @Test func unlimitedByDefaultAndTheTightestLimitWins() {
         let policy = RetryPolicy.noDelay
         #expect(policy.maxAttempts == .max)
-        #expect(policy.timeout == nil && policy.attemptTimeout == nil && policy.budget == nil)
+        #expect(policy.totalTimeout == nil && policy.attemptTimeout == nil && policy.budget == nil)
         let limited = policy.giveUpAfter(maxAttempts: 10).giveUpAfter(maxAttempts: 4).giveUpAfter(maxAttempts: 7)
-            .giveUpAfter(timeout: .seconds(30)).giveUpAfter(timeout: .seconds(40))
+            .giveUpAfter(totalTimeout: .seconds(30)).giveUpAfter(totalTimeout: .seconds(40))
             .attemptTimeout(.seconds(5)).attemptTimeout(.seconds(2))
         #expect(limited.maxAttempts == 4)
-        #expect(limited.timeout == .seconds(30))
+        #expect(limited.totalTimeout == .seconds(30))
         #expect(limited.attemptTimeout == .seconds(2))
         let budget = RetryBudget()
         #expect(limited.budget(RetryBudget()).budget(budget).budget === budget, "a later budget replaces")
@@ -152,7 +159,7 @@ struct RetryPolicyInvalidTests {
     static let invalid: [(String, RetryPolicy)] = [
         ("maxAttempts 0", RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0)),
         ("maxAttempts -5", RetryPolicy.noDelay.giveUpAfter(maxAttempts: -5)),
-        ("negative timeout", RetryPolicy.noDelay.giveUpAfter(timeout: .seconds(-1))),
+        ("negative timeout", RetryPolicy.noDelay.giveUpAfter(totalTimeout: .seconds(-1))),
         ("zero attempt timeout", RetryPolicy.noDelay.attemptTimeout(.zero)),
         ("gated and invalid", RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0).onlyWhen(RetryCondition(false))),
     ]
@@ -206,7 +213,7 @@ struct RetryPolicyInvalidTests {
             completion: { error in errors.withLock { $0.append(error) } })
         scheduler.run()
         #expect(errors.withLock { $0.count } == 1)
-        var iterator = RetryPolicy.noDelay.giveUpAfter(timeout: .seconds(-1)).repeating(withDelay: .zero)
+        var iterator = RetryPolicy.noDelay.giveUpAfter(totalTimeout: .seconds(-1)).repeating(withDelay: .zero)
             .values(clock: InstantClock()) { _ in 1 }.makeAsyncIterator()
         await #expect(throws: RetryError.self) { _ = try await iterator.next() }
         #expect(try await iterator.next() == nil)

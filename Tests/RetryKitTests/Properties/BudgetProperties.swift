@@ -10,33 +10,33 @@ struct BudgetCase: CustomStringConvertible, Sendable {
     var retryCost: Int
     var timeoutRetryCost: Int
     var successRefund: Int
-    var minimumBalance: Int
+    var minBalance: Int
 
     static func generate(_ random: inout PropertyRandom) -> BudgetCase {
         BudgetCase(
             capacity: random.int(mostlyIn: 0...60), retryCost: random.int(mostlyIn: 0...12),
             timeoutRetryCost: random.int(mostlyIn: 0...12), successRefund: random.int(mostlyIn: 0...5),
-            minimumBalance: random.int(mostlyIn: 0...30))
+            minBalance: random.int(mostlyIn: 0...30))
     }
 
     func make() -> RetryBudget {
         RetryBudget(
             capacity: capacity, retryCost: retryCost, timeoutRetryCost: timeoutRetryCost, successRefund: successRefund,
-            minimumBalance: minimumBalance)
+            minBalance: minBalance)
     }
 
-    /// The documented bound on retries with no successes: `(capacity − minimumBalance) / retryCost`, with the
+    /// The documented bound on retries with no successes: `(capacity − minBalance) / retryCost`, with the
     /// parameters as the budget normalizes them; `nil` (no bound) for a zero retry cost.
     var bound: Int? {
         let capacity = Swift.max(self.capacity, 0)
         let retryCost = Swift.max(self.retryCost, 0)
-        let minimumBalance = Swift.min(Swift.max(self.minimumBalance, 0), capacity)
-        return retryCost == 0 ? nil : (capacity - minimumBalance) / retryCost
+        let minBalance = Swift.min(Swift.max(self.minBalance, 0), capacity)
+        return retryCost == 0 ? nil : (capacity - minBalance) / retryCost
     }
 
     var description: String {
         "RetryBudget(capacity: \(capacity), retryCost: \(retryCost), timeoutRetryCost: \(timeoutRetryCost), "
-            + "successRefund: \(successRefund), minimumBalance: \(minimumBalance))"
+            + "successRefund: \(successRefund), minBalance: \(minBalance))"
     }
 }
 
@@ -54,7 +54,7 @@ struct SharedBudgetCase: CustomStringConvertible, Sendable {
 
 @Suite("Properties: retry budget")
 struct BudgetProperties {
-    @Test("with no successes, retriers sharing a budget retry at most (capacity − minimumBalance) / retryCost times")
+    @Test("with no successes, retriers sharing a budget retry at most (capacity − minBalance) / retryCost times")
     func boundWithFailures() {
         checkProperty("budget bound, failures") { random in
             SharedBudgetCase(

@@ -281,7 +281,9 @@ func scriptedCallbackOperation(_ testCase: RetrierCase, scheduler: VirtualSchedu
 }
 
 /// An async operation that follows `testCase.script`, sleeping on `clock` for late completions and hangs.
-func scriptedAsyncOperation(_ testCase: RetrierCase, clock: VirtualClock) -> @Sendable (RetryAttempt) async throws -> Int {
+func scriptedAsyncOperation(_ testCase: RetrierCase, clock: VirtualClock)
+    -> @Sendable (RetryAttempt) async throws -> Int
+{
     { attempt in
         switch testCase.script(for: attempt.number) {
         case .fail: throw ScriptedFailure(attempt: attempt.number)
@@ -312,7 +314,7 @@ struct PolicyCase: CustomStringConvertible, Sendable {
         switch Int.random(in: 0..<4, using: &random) {
         case 0:
             let (initial, multiplier, maxDelay) = (random.duration(), random.double(), random.duration())
-            let jitter = random.pick([RetryPolicy.Jitter.none, .full, .equal, .decorrelated])
+            let jitter = random.pick([RetryJitter.none, .full, .equal, .decorrelated])
             let generator = random.generator()
             policy = .exponentialBackoff(
                 initialDelay: initial, multiplier: multiplier, maxDelay: maxDelay, jitter: jitter, using: generator)
@@ -340,8 +342,8 @@ struct PolicyCase: CustomStringConvertible, Sendable {
         policy = policy.giveUpAfter(maxAttempts: retrier.maxAttempts)
         text += ".giveUpAfter(maxAttempts: \(retrier.maxAttempts))"
         if let total = retrier.totalTimeout {
-            policy = policy.giveUpAfter(timeout: total)
-            text += ".giveUpAfter(timeout: \(exact(total)))"
+            policy = policy.giveUpAfter(totalTimeout: total)
+            text += ".giveUpAfter(totalTimeout: \(exact(total)))"
         }
         if let timeout = retrier.attemptTimeout {
             policy = policy.attemptTimeout(timeout)

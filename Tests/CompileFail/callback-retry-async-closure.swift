@@ -1,0 +1,15 @@
+// expect-error: invalid conversion from throwing function
+// expect-error: to non-throwing function type '@Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void'
+// An `async` operation given to the completion-handler `retry`: it must be `retryTask`.
+import Dispatch
+import RetryKit
+
+func load() async throws -> Int { 1 }
+
+func start(queue: DispatchQueue) {
+    retry(maxAttempts: 3, on: queue) { _ in
+        try await load()
+    } completion: { result in
+        print(result)
+    }
+}
