@@ -246,7 +246,7 @@ struct AnyClockTests {
         }
         // A policy's answer converts the same way.
         let policy = RetryPolicy.constantDelay(.seconds(2))
-        guard case .backoff(let backoff) = RetryStrategy<SuspendingClock>(policy.strategy(for: Flaky(attempt: 1)))
+        guard case .backoff(let backoff) = RetryStrategy<SuspendingClock>(policy.decision(for: Flaky(attempt: 1)))
         else {
             Issue.record("a constant-delay policy retries")
             return
