@@ -62,6 +62,9 @@ struct ParityScenario: Sendable {
         case failTwice
         /// Calls its completion twice with `"v\(n)"` and `"again"`; the async form succeeds once.
         case succeedTwice
+        /// Hangs like ``hang``, then delivers `"late v\(n)"` when cancelled: from its cancel hook (too late, the
+        /// attempt is over), or by returning it (the async form ignores the cancellation). Policy scenarios only.
+        case hangThenLateValue
     }
 
     /// When the scenario cancels the retrier.
@@ -152,7 +155,7 @@ struct ParityScenario: Sendable {
             done(.failure(TestError(number)))
         case .succeed:
             done(.success("v\(number)"))
-        case .hang:
+        case .hang, .hangThenLateValue:
             progress.milestone()  // never calls done: a timer or a cancel ends it
         case .failTwice:
             done(.failure(TestError(number)))
@@ -170,7 +173,7 @@ struct ParityScenario: Sendable {
             throw TestError(number)
         case .succeed, .succeedTwice:
             return "v\(number)"
-        case .hang:
+        case .hang, .hangThenLateValue:
             progress.milestone()
             try await Task.sleep(for: .seconds(600))  // real time, but cancelled at once by a timeout or a cancel
             throw CancellationError()
@@ -335,6 +338,8 @@ final class ParityProgress: Sendable {
     private let state = Locked(State())
 
     var milestones: Int { state.withLock { $0.counts.milestones } }
+    /// Whether the run is over.
+    var isClosed: Bool { state.withLock { $0.counts.closed } }
     var ticks: Int { state.withLock { $0.counts.ticks } }
 
     /// The retrier now waits for a timer.

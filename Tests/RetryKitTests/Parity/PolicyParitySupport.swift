@@ -40,6 +40,8 @@ struct PolicyParityScenario: Sendable {
         case hang
         /// Let the run go on to its end, moving time through every timer it waits on.
         case toEnd
+        /// Cancel the run: `handle.cancel()`, or cancel the task that runs it.
+        case cancel
     }
 
     var maxAttempts: Int
@@ -51,13 +53,36 @@ struct PolicyParityScenario: Sendable {
     /// An attempt fails with `TestError(k)` and succeeds with `"v\(k)"`, `k` counted over all trials.
     var steps: [ParityScenario.Step]
     var script: [Command]
+    /// The policy's total timeout (per trial), if any.
+    var totalTimeout: Duration?
+    /// The policy's attempt timeout, if any.
+    var attemptTimeout: Duration?
+    /// The shared budget the policy pays into (a fresh one per run, in the same state), if any.
+    var budget: ParityBudget?
+
+    init(
+        maxAttempts: Int, condition: Bool??, repeatDelay: Duration? = nil, totalTimeout: Duration? = nil,
+        attemptTimeout: Duration? = nil, budget: ParityBudget? = nil, steps: [ParityScenario.Step], script: [Command]
+    ) {
+        self.maxAttempts = maxAttempts
+        self.condition = condition
+        self.repeatDelay = repeatDelay
+        self.totalTimeout = totalTimeout
+        self.attemptTimeout = attemptTimeout
+        self.budget = budget
+        self.steps = steps
+        self.script = script
+    }
 
     /// The backoff: 1 s, 2 s, 4 s… (no jitter, so that every trial, starting afresh, waits the same).
     static let backoff = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
 
     /// The policy, gated by `condition` if the scenario has one.
-    func policy(_ condition: RetryCondition?) -> RetryPolicy {
+    func policy(_ condition: RetryCondition?, budget: RetryBudget?) -> RetryPolicy {
         var policy = RetryPolicy.backoff(Self.backoff).giveUpAfter(maxAttempts: maxAttempts)
+        if let totalTimeout { policy = policy.giveUpAfter(totalTimeout: totalTimeout) }
+        if let attemptTimeout { policy = policy.attemptTimeout(attemptTimeout) }
+        if let budget { policy = policy.budget(budget) }
         if let condition { policy = policy.onlyWhen(condition) }
         return policy
     }
@@ -72,6 +97,9 @@ struct PolicyParityScenario: Sendable {
         case .fail, .failTwice: done(.failure(TestError(k)))
         case .succeed, .succeedTwice: done(.success("v\(k)"))
         case .hang: progress.milestone()  // never calls done: only the condition (or a cancel) ends it
+        case .hangThenLateValue:
+            done.onCancel { done(.success("late v\(k)")) }  // too late: the attempt was cancelled
+            progress.milestone()
         }
     }
 
@@ -84,6 +112,10 @@ struct PolicyParityScenario: Sendable {
             progress.milestone()
             try await Task.sleep(for: .seconds(600))  // real time, but cancelled at once when the condition closes
             throw CancellationError()
+        case .hangThenLateValue:
+            progress.milestone()
+            try? await Task.sleep(for: .seconds(600))  // real time, but cancelled at once when the condition closes
+            return "late v\(k)"  // ignores the cancellation
         }
     }
 }
@@ -119,28 +151,34 @@ private func runPolicyOnScheduler(_ scenario: PolicyParityScenario) -> ParityRun
     let finished = Locked(false)
     let queue = DispatchQueue(label: "policy-parity")
     let condition = scenario.condition.map { RetryCondition($0) }
-    let policy = scenario.policy(condition)
+    let budget = scenario.budget?.make()
+    let policy = scenario.policy(condition, budget: budget)
     let operation: @Sendable (RetryAttempt, AttemptCompletion<String>) -> Void = { _, done in
         scenario.perform(counter.next(), done, progress)
     }
+    let cancel: @Sendable () -> Void
     if let delay = scenario.repeatDelay {
-        policy.repeating(withDelay: delay).execute(
-            on: queue, scheduler: scheduler, operation: operation, observer: recorder.observer(progress),
-            onValue: { value in
-                recorder.append(.result("value \(value)"))
-                progress.milestone()  // the pause: only its timer moves the run on
-            },
-            completion: { error in
-                recorder.append(.result("error \(error)"))
-                finished.withLock { $0 = true }
-            })
+        cancel =
+            policy.repeating(withDelay: delay).execute(
+                on: queue, scheduler: scheduler, operation: operation, observer: recorder.observer(progress),
+                onValue: { value in
+                    recorder.append(.result("value \(value)"))
+                    progress.milestone()  // the pause: only its timer moves the run on
+                },
+                completion: { error in
+                    recorder.append(.result("error \(error)"))
+                    finished.withLock { $0 = true }
+                }
+            ).cancel
     } else {
-        policy.execute(
-            on: queue, scheduler: scheduler, operation: operation, observer: recorder.observer(progress),
-            completion: { (result: Result<String, any Error>, _: RetrySummary) in
-                recorder.append(ParityEntry(result))
-                finished.withLock { $0 = true }
-            })
+        cancel =
+            policy.execute(
+                on: queue, scheduler: scheduler, operation: operation, observer: recorder.observer(progress),
+                completion: { (result: Result<String, any Error>, _: RetrySummary) in
+                    recorder.append(ParityEntry(result))
+                    finished.withLock { $0 = true }
+                }
+            ).cancel
     }
     scheduler.advance()
 
@@ -181,13 +219,16 @@ private func runPolicyOnScheduler(_ scenario: PolicyParityScenario) -> ParityRun
             if progress.milestones > handled { handled += 1 } else { Issue.record("callback: no attempt hangs") }
         case .toEnd:
             while !finished.withLock({ $0 }), throughTimer(half: false) {}
+        case .cancel:
+            cancel()
+            scheduler.advance()
         }
     }
     scheduler.advance()
     #expect(finished.withLock { $0 }, "callback: the run is over at the end of the script")
     #expect(scheduler.pendingCount == 0, "callback: no timer or hop is left behind")
     #expect(condition.map { $0.observerCount == 0 } ?? true, "callback: the run stopped observing the condition")
-    return ParityRun(log: recorder.log, waits: waits)
+    return ParityRun(log: recorder.log, waits: waits, tokens: budget?.availableTokens)
 }
 
 /// The async style, on a `VirtualClock`. Time moves only in the driver's commands, each after the run has reached the
@@ -198,7 +239,8 @@ private func runPolicyOnClock(_ scenario: PolicyParityScenario) async -> ParityR
     let recorder = ParityRecorder()
     let counter = AttemptCounter()
     let condition = scenario.condition.map { RetryCondition($0) }
-    let policy = scenario.policy(condition)
+    let budget = scenario.budget?.make()
+    let policy = scenario.policy(condition, budget: budget)
     let operation: @Sendable (RetryAttempt) async throws -> String = { _ in
         try await scenario.perform(counter.next(), progress)
     }
@@ -244,7 +286,9 @@ private func runPolicyOnClock(_ scenario: PolicyParityScenario) async -> ParityR
         case .idle(let duration):
             // The run has started (it observes the condition) and no timer is left: an abandoned trial's wait has
             // been cancelled.
-            let idle = await cbWait { (condition?.observerCount ?? 1) > 0 && clock.sleeperCount == 0 }
+            let idle = await cbWait {
+                progress.isClosed || ((condition?.observerCount ?? 1) > 0 && clock.sleeperCount == 0)
+            }
             #expect(idle, "async: no timer while the run waits for the condition")
             await clock.advance(by: duration)
         case .set(let value):
@@ -270,10 +314,12 @@ private func runPolicyOnClock(_ scenario: PolicyParityScenario) async -> ParityR
             }
         case .toEnd:
             while await throughTimer(half: false) {}
+        case .cancel:
+            task.cancel()
         }
     }
     await task.value
     #expect(clock.sleeperCount == 0, "async: no sleeper is left behind")
     #expect(condition.map { $0.observerCount == 0 } ?? true, "async: the run stopped observing the condition")
-    return ParityRun(log: recorder.log, waits: waits)
+    return ParityRun(log: recorder.log, waits: waits, tokens: budget?.availableTokens)
 }
