@@ -552,6 +552,18 @@ let capped = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2).
 #expect(capped.delay(forRetry: 10_000) == .seconds(60))
 #expect(BackoffStrategy<ContinuousClock>.none.jitter().delay(forRetry: 0) == .zero)
 
+// A cap wins over a later, higher minimum.
+let capAndFloor = BackoffStrategy<ContinuousClock>.constant(.seconds(9)).max(.seconds(5))
+#expect(capAndFloor.min(.seconds(7)).duration(0) == .seconds(5))
+
+// Pinning seeded jitter in a test: compare with an identically seeded strategy, or assert the range.
+func seeded() -> BackoffStrategy<ContinuousClock> {
+    .exponential(a: .seconds(1), b: 2).jitter(using: SeededRandomNumberGenerator(seed: 42))
+}
+let (left, right) = (seeded(), seeded())
+#expect((0..<5).map { left.delay(forRetry: $0) } == (0..<5).map { right.delay(forRetry: $0) })
+#expect(seeded().delay(forRetry: 3) < .seconds(8))
+
 // A task that is cancelled before the call runs no attempt.
 let attempts = Recorder<Int>()
 let task = Task {
@@ -563,9 +575,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:914: swiftRetrierAfter (body)
+// Migration.md:926: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 914)
+#sourceLocation(file: "Migration.md", line: 926)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -591,9 +603,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:945: swiftRetrierCallbacks (body)
+// Migration.md:957: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 945)
+#sourceLocation(file: "Migration.md", line: 957)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -604,9 +616,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:974: swiftRetrierToday (body)
+// Migration.md:986: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 974)
+#sourceLocation(file: "Migration.md", line: 986)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:293: ReadmeErrors (test)
+// README.md:296: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 293)
+#sourceLocation(file: "README.md", line: 296)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:357: ReadmeVirtualTime (decl)
+// README.md:360: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 357)
+#sourceLocation(file: "README.md", line: 360)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

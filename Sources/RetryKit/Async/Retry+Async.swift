@@ -1,7 +1,8 @@
 /// Runs an async operation and retries it when it throws, waiting between attempts as the strategy says.
 ///
 /// This is the async entry point. It is source-compatible with the async retry library RetryKit replaces: the same
-/// name, parameters, defaults and behaviour, so existing call sites compile unchanged.
+/// name, parameters, defaults and behaviour, for any `Clock`, so existing call sites (generic ones included) compile
+/// unchanged; Migration.md lists the few differences in behaviour.
 ///
 /// ```swift
 /// let (data, response) = try await retry(maxAttempts: 5, clock: clock) {

@@ -1,19 +1,32 @@
 import Dispatch
 
-// The completion-handler runner. It carries out the answers of `RetryStateMachine` with a `RetryScheduler`:
+// The completion-handler runner. It carries out the actions of `RetryStateMachine` with a `RetryScheduler`, and keeps
+// no decision of its own:
 //
-// - every event (start, a result, a timer, cancel) is fed to the machine inside the lock, together with the state
-//   changes that must be atomic with it (taking the attempt's completion, the pending timer, the user's closures);
+// - every input (start, a result, a timer, cancel) is fed to the machine inside the lock, together with the state
+//   changes that must be atomic with it (taking the attempt's cancel hook, the pending timer, the user's closures);
 // - the resulting `CallbackStep` is carried out after the lock is released, and so is what the transition took out of
 //   the state (`CallbackEffects`): user code (operation, strategy, observer, completion, cancel hooks) and scheduler
 //   calls never run under the lock;
 // - everything except `cancel()` runs on the caller's queue, so observer events come out in order. `cancel()` decides
 //   on the calling thread and hops to the queue to deliver the completion.
 //
+// The machine's actions map onto the queue and one timer: "run attempt n" is a call of the operation on the queue
+// (inline, in the loop of `carryOut`), "wait until t" a one-shot timer of the scheduler (none for a zero delay),
+// "finish" the completion. A timer is known by its identity: the state keeps the one it wants (`timer`), and a timer
+// that fires after it stopped being wanted finds another one there, or none, and does nothing.
+//
 // Queue hops per attempt match a hand-written recursive retry, or beat it: an operation that calls `done` after it
-// returned costs one `execute`; one that calls `done` before returning costs none (the result waits in the state and
-// is handled right after the operation returns, in a loop, so that a long run of synchronous failures cannot grow the
-// stack). The strategy runs in that same block, and a zero-delay retry starts the next attempt inline, arming no timer.
+// returned costs one `execute`; one that calls `done` before returning costs none (the attempt's record keeps the
+// result until the operation returns, and the loop goes on from there, so that a long run of synchronous failures
+// cannot grow the stack).
+//
+// Every attempt has one record, a `CallbackAttempt`: the sink of its `AttemptCompletion`s, and only theirs (the runner
+// does not keep it), so that when the last copy of `done` is released uncalled, its `deinit` fails the attempt with
+// `RetryError.Reason.completionReleased` instead of leaving the retrier waiting forever. A record whose operation
+// returned without keeping `done` (and without calling it) is recognised at once, by being uniquely referenced; one
+// released later, on any thread, reports through a hop to the queue, like a late result. A record nobody else holds
+// any more is reused for the next attempt, so a run of attempts that call back before returning allocates one.
 //
 // The runner does not depend on the value type: everything typed (the operation, the observer, the completion) sits
 // behind the closures of `CallbackClient`, built by the inlinable `startCallbackRetrier` and so specialized in the
@@ -21,17 +34,6 @@ import Dispatch
 // `AttemptSink`, its value boxed in an `ErasedValue`. Generic code that is not specialized (RetryKit is a separate module
 // from its callers) looks up type metadata at run time (a few hundred instructions per lookup), and this keeps every
 // lookup off the path of a retrier.
-//
-// Where an attempt's completion is tracked (called, abandoned, cancel hook):
-//
-// - an attempt without a timer and without an observer can only be abandoned by the end of the retrier, so every
-//   earlier attempt has necessarily been delivered: the runner tracks it in its own state (`record`) and is itself the
-//   completion's sink. No allocation and no lock besides the runner's own per attempt;
-// - an attempt with a timer can be abandoned while the retrier goes on (its late first call must then be ignored, and
-//   later ones reported as duplicates), and with an observer every attempt's duplicates are reported until the retrier
-//   finishes: such an attempt gets its own small record, a `DetachedAttempt`, guarded by the runner's lock. A record
-//   keeps only the runner, never the user's closures: those are let go when the retrier finishes, and duplicates that
-//   arrive later are dropped.
 
 /// An attempt's result, or a finished retrier's, with the value type erased. Both payloads are single references, so
 /// that moving one around costs a retain (`Result<any Sendable, any Error>` goes through the runtime's generic value
@@ -50,17 +52,6 @@ enum ErasedOutcome: Sendable {
             )
         }
     }
-}
-
-/// A result that arrived while its operation was still being called. Flat fields rather than an enum payload, so that
-/// moving it costs no more than its references.
-struct EarlyResult {
-    /// The attempt; 0 when there is no result.
-    var number = 0
-    var value: ErasedValue?
-    var error: (any Error)?
-    /// When it arrived.
-    var at: Duration = .zero
 }
 
 /// The typed side of a retrier: the user's closures, wrapped where the value type is known (see
@@ -112,31 +103,20 @@ enum CallbackEvent: Sendable {
     }
 }
 
-/// The runner's mutable state.
+/// The runner's mutable state: the machine, and what carrying out its actions holds on to.
 @usableFromInline
 package struct CallbackRunnerState {
-    /// The engine: counts attempts, chooses delays, decides when to stop.
+    /// The engine: counts attempts, chooses delays, decides when to stop. The attempt it is running is the current
+    /// one; a record whose number is not that one belongs to an attempt that has ended.
     var machine: RetryStateMachine
     /// The user's closures; `nil` once the retrier has finished, so nothing they capture is retained.
     var client: CallbackClient?
-    /// The attempt whose completion the runner tracks in `record` (see the top of this file), until its result has
-    /// been handled; 0 when there is none.
-    var inlineAttempt = 0
-    /// The completion of `inlineAttempt`.
-    var record = AttemptRecord()
-    /// The record of the attempt in flight when it has its own (it has a timer, or there is an observer).
-    var detached: DetachedAttempt?
-    /// The attempt whose operation is being called right now (0 when none): a result that arrives meanwhile is left in
-    /// `earlyResult` for the queue to handle when the operation returns, instead of hopping.
-    var callingOperation = 0
-    /// A result that arrived while its operation was still being called (`number` 0 when none).
-    var earlyResult = EarlyResult()
-    /// The one pending timer: the wait before a retry, or the attempt's timeout. Held here (the timer's handler does not
-    /// capture it) so that it stays alive until it fires or is cancelled.
+    /// The current attempt's cancel hook, until it runs or can no longer run.
+    var hook: (@Sendable () -> Void)?
+    /// The one pending timer: the wait before a retry, or the current attempt's timeout. Held here (the timer's handler
+    /// does not capture it) so that it stays alive until it fires or is cancelled; a timer that fires while it is not
+    /// this one does nothing.
     var timer: PendingTimer?
-    /// Identifies the timer the runner currently wants. Bumped when a timer is planned and whenever the current one
-    /// stops mattering, so that a late or superseded timer's handler does nothing and cannot clobber `timer`.
-    var timerEpoch: UInt64 = 0
     /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
     var outcome: ErasedOutcome?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
@@ -148,31 +128,26 @@ package struct CallbackRunnerState {
     /// The sequence number of the last duplicate completion.
     var duplicateSequence: UInt64 = 0
 
-    /// Abandons the attempt in flight, if any: returns its cancel hook to run outside the lock.
-    mutating func abandonAttempt() -> (@Sendable () -> Void)? {
-        if let detached {
-            self.detached = nil
-            return detached.record.abandon()
-        }
-        // The inline attempt stays known, so that its completion reports `isCancelled`.
-        return inlineAttempt != 0 ? record.abandon() : nil
+    /// Whether `record`'s attempt is the one the machine is running.
+    func isCurrent(_ record: CallbackAttempt) -> Bool {
+        machine.currentAttempt == record.number
     }
 }
 
-/// What to do after an event, outside the lock. A flat struct rather than an enum with payloads: creating, moving and
+/// What to do after an input, outside the lock. A flat struct rather than an enum with payloads: creating, moving and
 /// destroying one then costs no more than its few references, without the runtime's generic enum witnesses.
 struct CallbackStep {
     enum Kind {
-        /// Nothing: the event was stale, or the work is done.
+        /// Nothing: the input was stale, or the work is done.
         case idle
-        /// Emit `attemptStarted`, arm the attempt timer if `duration` (the timeout) is set, start `attempt` with a
-        /// completion that reports to `detached`, or to the runner itself if `nil`.
+        /// Emit `attemptStarted`, arm `timer` for `duration` (the attempt's timeout) if set, and run `attempt`.
         case run
         /// Ask the strategy about `error` (with `context`) and report the decision.
         case consult
-        /// Emit `attemptFailed(attempt, error, next: .retry(after: duration))`, then wait (a timer unless zero).
+        /// Emit `attemptFailed(attempt, error, next: .retry(after: duration))`, then wait: arm `timer`, or go on at
+        /// once for a zero delay.
         case wait
-        /// Emit the final events, run the completion, resume awaiting tasks (all in `finish`).
+        /// Emit the final events of `termination`, run the completion, resume awaiting tasks (all in `deliver`).
         case finish
     }
 
@@ -180,29 +155,20 @@ struct CallbackStep {
     var attempt = RetryAttempt(number: 0, maxAttempts: 0, elapsed: .zero)
     /// `run`: the attempt's timeout, if any; `wait`: the delay.
     var duration: Duration?
-    /// The epoch of the timer to arm.
-    var epoch: UInt64 = 0
+    /// The timer to arm: kept in the state already, so that cancelling meanwhile finds it.
+    var timer: PendingTimer?
     var context = RetryDecisionContext(retryIndex: 0, previousDelay: nil)
     var error: (any Error)?
-    var detached: DetachedAttempt?
-    var finish: CallbackFinish?
+    /// `finish`: how the retrier ended, and the successful attempt's value.
+    var termination: RetryTermination?
+    var value: ErasedValue?
 }
 
-/// How a retrier ended, boxed: taken out of the state once, and keeps ``CallbackStep`` small.
-final class CallbackFinish: Sendable {
-    let termination: RetryTermination
-    let value: ErasedValue?
-
-    init(_ termination: RetryTermination, value: ErasedValue?) {
-        self.termination = termination
-        self.value = value
-    }
-}
-
-/// What a transition took out of the state to run outside the lock: the cancel hook of an abandoned attempt and a timer
-/// to cancel.
+/// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
+/// attempt, one that can no longer run, and a timer to cancel.
 struct CallbackEffects {
     var hook: (@Sendable () -> Void)?
+    var dropped: (@Sendable () -> Void)?
     var stopped: PendingTimer?
 }
 
@@ -212,8 +178,9 @@ struct CallbackEffects {
 /// its own), and which holds the scheduler's token without an existential box for the production scheduler. While
 /// armed it keeps its runner alive (a retrier keeps itself alive while it waits); cancelling it releases the handler.
 final class PendingTimer: @unchecked Sendable {
-    // @unchecked Sendable: `token` is set once, before the runner keeps the timer in its state (under its lock), and
-    // read only after taking it back out (under the same lock), which orders the two. Everything else is immutable.
+    // @unchecked Sendable: `token` is set under the runner's lock while the runner's state holds this timer, and read
+    // only after taking it back out of the state (under the same lock), which orders the two. Everything else is
+    // immutable.
 
     /// The scheduler's handle on the timer.
     enum Token {
@@ -223,15 +190,12 @@ final class PendingTimer: @unchecked Sendable {
     }
 
     let runner: CallbackRunner
-    /// The runner's `timerEpoch` when it was planned: a timer whose epoch has passed does nothing.
-    let epoch: UInt64
     /// The attempt it times out, or 0 for the wait before a retry.
     let attempt: Int
     var token = Token.none
 
-    init(runner: CallbackRunner, epoch: UInt64, attempt: Int) {
+    init(runner: CallbackRunner, attempt: Int) {
         self.runner = runner
-        self.epoch = epoch
         self.attempt = attempt
     }
 
@@ -240,7 +204,7 @@ final class PendingTimer: @unchecked Sendable {
         runner.timerFired(self)
     }
 
-    /// Calls the timer off. Idempotent; harmless after it fired.
+    /// Calls the timer off. Idempotent; harmless after it fired, and before it was armed.
     func cancel() {
         switch token {
         case .none: break
@@ -342,7 +306,7 @@ package final class CallbackRunner: Sendable {
         }
     }
 
-    // MARK: - Events
+    // MARK: - Inputs
 
     /// Runs `body` under the lock, then what it took out of the state (outside the lock), and returns its step.
     @inline(__always)
@@ -356,7 +320,7 @@ package final class CallbackRunner: Sendable {
         return step
     }
 
-    /// Handles an event on the queue: its transition, then every step that follows from it.
+    /// Handles an input on the queue: its transition, then every step that follows from it.
     @inline(__always)
     private func handle(_ body: (inout CallbackRunnerState, inout CallbackEffects) -> CallbackStep) {
         var client: CallbackClient?
@@ -369,7 +333,7 @@ package final class CallbackRunner: Sendable {
         if let client { carryOut(step, client) }
         // A timer that stopped mattering is cancelled once the step has been carried out: it is usually the timer that
         // just fired (cancelling a fired one-shot source only lets Dispatch release it), and the next attempt should
-        // not wait for that. The epoch makes it harmless meanwhile.
+        // not wait for that. It no longer is the state's timer, so it is harmless meanwhile.
         effects.stopped?.cancel()
     }
 
@@ -378,95 +342,99 @@ package final class CallbackRunner: Sendable {
         handle { s, effects in apply(s.machine.start(at: now), to: &s, &effects) }
     }
 
-    /// A completion of attempt `number` was called with `result` (from any thread); `detached` is the attempt's own
-    /// record, `nil` for an attempt the runner tracks itself. If the call is the first and the attempt is current, the
-    /// result is delivered: left for the queue to pick up if the attempt's operation has not returned yet, otherwise
-    /// handled after a hop to the queue.
-    func complete(_ number: Int, _ result: ErasedOutcome, detached: DetachedAttempt?) -> AttemptRecord.Call {
-        let now = elapsed
+    /// A completion of `record`'s attempt was called with `result` (from any thread). The first call of the current
+    /// attempt is its result: kept in the record if the operation has not returned yet (the loop picks it up when it
+    /// does), otherwise handled after a hop to the queue. A first call after the attempt ended is ignored, any later
+    /// call is a duplicate.
+    func complete(_ record: CallbackAttempt, _ result: ErasedOutcome, _ attempt: RetryAttempt) {
+        enum Call { case hop, kept, ignored, duplicate }
         var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
-        let (call, hop): (AttemptRecord.Call, Bool) = withLock { s in
-            let call: AttemptRecord.Call
-            if let detached {
-                call = detached.record.call(dropping: &dropped)
-            } else if s.inlineAttempt == number {
-                call = s.record.call(dropping: &dropped)
-            } else {
-                call = .duplicate  // an earlier attempt of the runner's own: it was delivered
+        let call: Call = withLock { s in
+            guard record.state == .pending else { return .duplicate }
+            guard s.isCurrent(record) else {
+                record.state = .ignored
+                return .ignored
             }
-            guard case .deliver = call else { return (call, false) }
-            if s.callingOperation == number {
-                switch result {
-                case .success(let value): s.earlyResult = EarlyResult(number: number, value: value, at: now)
-                case .failure(let error): s.earlyResult = EarlyResult(number: number, error: error, at: now)
-                }
-                return (call, false)
-            }
-            return (call, true)
+            record.state = .called
+            dropped = s.hook.take()
+            guard record.calling else { return .hop }
+            record.early = result
+            return .kept
         }
         withExtendedLifetime(dropped) {}
-        if hop {
-            self.hop {
+        switch call {
+        case .hop:
+            let number = record.number
+            hop {
                 let now = self.elapsed
                 self.handle { s, effects in self.resultTransition(number, result, at: now, &s, &effects) }
             }
+        case .duplicate:
+            if observes { duplicateCompleted(attempt) }
+        case .kept, .ignored:
+            break
         }
-        return call
     }
 
-    /// Attempt `number`'s operation returned: ends the call and handles a result that arrived during it, if any.
-    private func operationReturned(_ number: Int) -> CallbackStep {
-        transition { s, effects in
-            if s.callingOperation == number { s.callingOperation = 0 }
-            guard s.earlyResult.number != 0 else { return CallbackStep() }
-            let early = s.earlyResult
-            s.earlyResult = EarlyResult()
-            let outcome: ErasedOutcome
-            if let value = early.value {
-                outcome = .success(value)
-            } else {
-                outcome = .failure(early.error ?? RetryError(.missingResult))  // always set: one of the two is
+    /// The last copy of `record`'s completion was released before it was called (from any thread): if the attempt is
+    /// still current, it fails with ``RetryError/Reason-swift.enum/completionReleased``, after a hop to the queue.
+    func released(_ record: CallbackAttempt) {
+        let number = record.number
+        var dropped: (@Sendable () -> Void)?
+        let current: Bool = withLock { s in
+            guard s.isCurrent(record) else { return false }
+            dropped = s.hook.take()
+            return true
+        }
+        withExtendedLifetime(dropped) {}
+        guard current else { return }
+        hop {
+            let now = self.elapsed
+            self.handle { s, effects in
+                self.resultTransition(number, .failure(Self.releasedError(number, at: now)), at: now, &s, &effects)
             }
-            return resultTransition(early.number, outcome, at: early.at, &s, &effects)
         }
     }
 
-    /// Whether attempt `number` is still the current one (the observer or the scheduler may have ended it).
-    private func isCurrent(_ number: Int) -> Bool {
-        withLock { $0.machine.currentAttempt == number }
+    private static func releasedError(_ number: Int, at now: Duration) -> RetryError {
+        RetryError(.completionReleased, attempts: number, elapsed: now)
+    }
+
+    /// `record`'s operation returned: handles the result it left, or its completion released uncalled, if any.
+    private func operationReturned(_ record: inout CallbackAttempt) -> CallbackStep {
+        let now = elapsed
+        // Nobody else holds the record: the operation let go of its completion without calling it (or was not called).
+        let alone = isKnownUniquelyReferenced(&record)
+        return transition { s, effects in
+            record.calling = false
+            if let early = record.early.take() {
+                return resultTransition(record.number, early, at: now, &s, &effects)
+            }
+            guard alone, record.state == .pending else { return CallbackStep() }
+            record.state = .ignored
+            guard s.isCurrent(record) else { return CallbackStep() }
+            effects.dropped = s.hook.take()
+            return resultTransition(
+                record.number, .failure(Self.releasedError(record.number, at: now)), at: now, &s, &effects)
+        }
+    }
+
+    /// Whether `record`'s attempt is still the current one (the observer or the scheduler may have ended it).
+    private func isCurrent(_ record: CallbackAttempt) -> Bool {
+        withLock { $0.isCurrent(record) }
     }
 
     /// A timer fired (on the queue): the wait before a retry is over, or an attempt timed out.
     func timerFired(_ timer: PendingTimer) {
-        if timer.attempt == 0 {
-            waitTimerFired(epoch: timer.epoch)
-        } else {
-            attemptTimerFired(timer.attempt, epoch: timer.epoch)
-        }
-    }
-
-    /// The timer of attempt `number` fired (on the queue).
-    private func attemptTimerFired(_ number: Int, epoch: UInt64) {
         let now = elapsed
         handle { s, effects in
-            guard s.timerEpoch == epoch else { return CallbackStep() }
-            let action = s.machine.attemptTimedOut(number, at: now)
+            guard s.timer === timer else { return CallbackStep() }
+            effects.stopped = s.timer.take()
+            guard timer.attempt != 0 else { return apply(s.machine.waitElapsed(at: now), to: &s, &effects) }
+            let action = s.machine.attemptTimedOut(timer.attempt, at: now)
             if case .none = action { return CallbackStep() }
-            effects.stopped = s.timer.take()
-            s.timerEpoch &+= 1
-            effects.hook = s.abandonAttempt()
+            effects.hook = s.hook.take()
             return apply(action, to: &s, &effects)
-        }
-    }
-
-    /// The wait before a retry is over (on the queue).
-    private func waitTimerFired(epoch: UInt64) {
-        let now = elapsed
-        handle { s, effects in
-            guard s.timerEpoch == epoch else { return CallbackStep() }
-            effects.stopped = s.timer.take()
-            s.timerEpoch &+= 1
-            return apply(s.machine.waitElapsed(at: now), to: &s, &effects)
         }
     }
 
@@ -478,8 +446,8 @@ package final class CallbackRunner: Sendable {
             client = s.client
             return apply(s.machine.cancel(at: now), to: &s, &effects)
         }
-        guard let finish = step.finish, let client else { return }
-        hop { self.deliver(finish, client) }
+        guard step.kind == .finish, let client else { return }
+        hop { self.deliver(step, client) }
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
@@ -510,9 +478,6 @@ package final class CallbackRunner: Sendable {
         }
         if case .none = action { return CallbackStep() }  // late: the attempt was cancelled or timed out
         effects.stopped = s.timer.take()
-        s.timerEpoch &+= 1
-        s.detached = nil
-        s.inlineAttempt = 0
         return apply(action, value: value, to: &s, &effects)
     }
 
@@ -527,36 +492,27 @@ package final class CallbackRunner: Sendable {
         case .none:
             return CallbackStep()
         case .run(let attempt, let timeout):
-            var epoch: UInt64 = 0
+            var timer: PendingTimer?
             if timeout != nil {
-                s.timerEpoch &+= 1
-                epoch = s.timerEpoch
+                timer = PendingTimer(runner: self, attempt: attempt.number)
+                s.timer = timer
             }
-            var detached: DetachedAttempt?
-            if timeout == nil && !observes {
-                s.inlineAttempt = attempt.number
-                s.record = AttemptRecord()
-            } else {
-                detached = DetachedAttempt(runner: self)
-                s.detached = detached
-            }
-            s.callingOperation = attempt.number
-            return CallbackStep(kind: .run, attempt: attempt, duration: timeout, epoch: epoch, detached: detached)
+            return CallbackStep(kind: .run, attempt: attempt, duration: timeout, timer: timer)
         case .consultStrategy(let context, let error):
             return CallbackStep(kind: .consult, context: context, error: error)
         case .retry(let delay, let failed, let error):
-            var epoch: UInt64 = 0
+            var timer: PendingTimer?
             if delay > .zero {
-                s.timerEpoch &+= 1
-                epoch = s.timerEpoch
+                timer = PendingTimer(runner: self, attempt: 0)
+                s.timer = timer
             }
-            return CallbackStep(kind: .wait, attempt: failed, duration: delay, epoch: epoch, error: error)
+            return CallbackStep(kind: .wait, attempt: failed, duration: delay, timer: timer, error: error)
         case .finish(let termination):
-            if let hook = s.abandonAttempt() { effects.hook = hook }
+            // The attempt in flight, if any, is abandoned.
+            if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = nil
-            s.timerEpoch &+= 1
-            return CallbackStep(kind: .finish, finish: CallbackFinish(termination, value: value))
+            return CallbackStep(kind: .finish, termination: termination, value: value)
         }
     }
 
@@ -565,27 +521,27 @@ package final class CallbackRunner: Sendable {
     private func carryOut(_ first: consuming CallbackStep, _ client: CallbackClient) {
         var step = first
         var decidedAt: Duration?  // the time of the last decision: a zero-delay wait ends at that same instant
+        var spare: CallbackAttempt?  // a record nobody holds any more, for the next attempt
         while true {
             switch step.kind {
             case .idle:
                 return
             case .run:
                 let attempt = step.attempt
-                let number = attempt.number
                 if let observe = client.observe {
                     for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
                     observe(.started(attempt))
                 }
-                let timeout = step.duration
-                if let timeout {
-                    arm(PendingTimer(runner: self, epoch: step.epoch, attempt: number), after: timeout)
-                }
-                // The observer (or the scheduler) may have cancelled the retrier meanwhile: then the attempt does not
+                if let timer = step.timer, let timeout = step.duration { arm(timer, after: timeout) }
+                var record = spare.take() ?? CallbackAttempt(runner: self)
+                record.begin(attempt)
+                // The observer (or the scheduler) may have ended the attempt meanwhile: then its operation does not
                 // run. Without either, nothing ran since the transition, and a concurrent cancel is a race anyway.
-                if !(observes || timeout != nil) || isCurrent(number) {
-                    client.run(attempt, step.detached ?? self)
+                if !(observes || step.timer != nil) || isCurrent(record) {
+                    client.run(attempt, record)
                 }
-                step = operationReturned(number)
+                step = operationReturned(&record)
+                if record.state != .pending, isKnownUniquelyReferenced(&record) { spare = record }
             case .consult:
                 let decision = step.context.resolve(client.strategy(step.error ?? RetryError(.missingResult)))
                 let now = elapsed
@@ -604,40 +560,48 @@ package final class CallbackRunner: Sendable {
                 if let observe = client.observe, let error = step.error {
                     observe(.failed(step.attempt, error: error, next: .retry(after: delay)))
                 }
-                if delay > .zero {
-                    arm(PendingTimer(runner: self, epoch: step.epoch, attempt: 0), after: delay)
+                if let timer = step.timer {
+                    arm(timer, after: delay)
                     return
                 }
                 let now = decidedAt ?? elapsed
                 step = transition { s, effects in apply(s.machine.waitElapsed(at: now), to: &s, &effects) }
             case .finish:
-                if let finish = step.finish { deliver(finish, client) }
+                deliver(step, client)
                 return
             }
         }
     }
 
-    /// Schedules a timer and keeps it in the state, unless the runner stopped wanting it meanwhile (cancelled, or on a
-    /// concurrent queue already past it): then it is cancelled at once.
+    /// Schedules a timer the state keeps, unless the state stopped wanting it meanwhile (cancelled, or on a concurrent
+    /// queue already past it): then it is cancelled at once.
     private func arm(_ timer: PendingTimer, after delay: Duration) {
+        let token: PendingTimer.Token
         switch clock {
         case .dispatch:
-            timer.token = .dispatch(DispatchTimerScheduler().schedule(after: delay, on: queue) { timer.fired() })
+            token = .dispatch(DispatchTimerScheduler().schedule(after: delay, on: queue) { timer.fired() })
         case .custom(let custom):
-            timer.token = .custom(custom.scheduler.schedule(after: delay, on: queue) { timer.fired() })
+            token = .custom(custom.scheduler.schedule(after: delay, on: queue) { timer.fired() })
         }
         let kept: Bool = withLock { s in
-            guard s.timerEpoch == timer.epoch else { return false }
-            s.timer = timer
+            guard s.timer === timer else { return false }
+            timer.token = token
             return true
         }
-        if !kept { timer.cancel() }
+        if !kept {
+            switch token {
+            case .none: break
+            case .dispatch(let timer): timer.cancel()
+            case .custom(let token): token.cancel()
+            }
+        }
     }
 
     /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue.
-    private func deliver(_ finish: CallbackFinish, _ client: CallbackClient) {
-        client.finish(finish.termination, finish.value, observes ? takeDuplicates() : [])
-        let outcome = ErasedOutcome(finish.termination, value: finish.value)
+    private func deliver(_ step: CallbackStep, _ client: CallbackClient) {
+        guard let termination = step.termination else { return }
+        client.finish(termination, step.value, observes ? takeDuplicates() : [])
+        let outcome = ErasedOutcome(termination, value: step.value)
         let waiters: [CheckedContinuation<ErasedValue, any Error>] = withLock { s in
             s.outcome = outcome
             let waiters = s.waiters
@@ -686,71 +650,96 @@ package final class CallbackRunner: Sendable {
         case .failure(let error): continuation.resume(throwing: error)
         }
     }
-}
 
-// MARK: - Completions
+    // MARK: - An attempt's record, as its completion's sink
 
-/// The runner is the sink of the attempts it tracks itself (no timer, no observer).
-extension CallbackRunner: AttemptSink {
-    @usableFromInline
-    package func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        _ = complete(attempt.number, .success(value), detached: nil)
-    }
-
-    @usableFromInline
-    package func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
-        _ = complete(attempt.number, .failure(error), detached: nil)
-    }
-
-    @usableFromInline
-    package func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        // An earlier attempt has been delivered: its hook can never run.
-        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
-        let runNow = withLock { s in
-            s.inlineAttempt == attempt.number ? s.record.register(hook, dropping: &dropped) : false
+    /// `record`'s attempt registers a cancel hook.
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, of record: CallbackAttempt) {
+        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, or one that can never run
+        let runNow: Bool = withLock { s in
+            guard record.state == .pending else {
+                dropped = hook  // called: the hook can never run
+                return false
+            }
+            guard s.isCurrent(record) else { return true }  // abandoned, not called: run at once
+            dropped = s.hook.take()
+            s.hook = hook
+            return false
         }
         withExtendedLifetime(dropped) {}
         if runNow { hook() }
     }
 
-    @usableFromInline
-    package func isAbandoned(_ attempt: RetryAttempt) -> Bool {
-        withLock { s in s.inlineAttempt == attempt.number && s.record.abandoned }
+    /// Whether `record`'s attempt was abandoned: it ended (cancelled, timed out, or the retrier finished) before its
+    /// completion was called.
+    func isAbandoned(_ record: CallbackAttempt) -> Bool {
+        withLock { s in
+            switch record.state {
+            case .called: return false
+            case .ignored: return true
+            case .pending: return !s.isCurrent(record)
+            }
+        }
     }
 }
 
-/// The record of one attempt that has a timer, or whose retrier has an observer: see the top of this file.
-final class DetachedAttempt: AttemptSink, @unchecked Sendable {
-    // @unchecked Sendable: `record` is only accessed while the runner's lock is held.
+/// The record of one attempt: the sink of its ``AttemptCompletion``s, held by them alone (and by the runner while it
+/// calls the operation). See the top of this file.
+final class CallbackAttempt: AttemptSink, @unchecked Sendable {
+    // @unchecked Sendable: the mutable fields are set by the runner before the record is handed to an operation (or
+    // while nobody else holds it), and otherwise only accessed while the runner's lock is held — except in `deinit`,
+    // which runs after every other holder has let go.
+
+    /// Where the completion's calls go.
+    enum State {
+        /// Not called yet.
+        case pending
+        /// Called while its attempt was current: that first call was its result.
+        case called
+        /// Called after its attempt had ended (the call was ignored), or ended without a call: its release is not
+        /// reported.
+        case ignored
+    }
+
     let runner: CallbackRunner
-    /// Guarded by the runner's lock (which provides exclusivity, so no dynamic checks).
-    @exclusivity(unchecked) var record = AttemptRecord()
+    /// The attempt's number.
+    @exclusivity(unchecked) private(set) var number = 0
+    @exclusivity(unchecked) var state = State.pending
+    /// The runner is calling the operation: a result that arrives now is kept in `early` for when it returns.
+    @exclusivity(unchecked) var calling = false
+    /// A result that arrived while the operation was being called.
+    @exclusivity(unchecked) var early: ErasedOutcome?
 
     init(runner: CallbackRunner) {
         self.runner = runner
     }
 
+    /// Makes this (new, or no longer held) record the record of `attempt`, about to be called.
+    func begin(_ attempt: RetryAttempt) {
+        number = attempt.number
+        state = .pending
+        calling = true
+        early = nil
+    }
+
+    deinit {
+        // Every copy of the completion is gone, so nothing can change `state` any more.
+        if state == .pending { runner.released(self) }
+    }
+
     func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        completed(attempt, .success(value))
+        runner.complete(self, .success(value), attempt)
     }
 
     func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
-        completed(attempt, .failure(error))
-    }
-
-    private func completed(_ attempt: RetryAttempt, _ result: ErasedOutcome) {
-        guard case .duplicate = runner.complete(attempt.number, result, detached: self), runner.observes else { return }
-        runner.duplicateCompleted(attempt)
+        runner.complete(self, .failure(error), attempt)
     }
 
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
-        let runNow = runner.withLock { _ in record.register(hook, dropping: &dropped) }
-        withExtendedLifetime(dropped) {}
-        if runNow { hook() }
+        runner.setCancelHook(hook, of: self)
     }
 
     func isAbandoned(_ attempt: RetryAttempt) -> Bool {
-        runner.withLock { _ in record.abandoned }
+        runner.isAbandoned(self)
     }
 }

@@ -146,7 +146,7 @@ extension BackoffStrategy where C.Duration == Duration {
     /// This strategy's curve and cap.
     private var parts: (curve: BackoffCurve, cap: Duration?) { Self.parts(of: self) }
 
-    /// ``cap`` in seconds, or the saturation limit without one.
+    /// The chain's cap in seconds, or the saturation limit without one.
     private var capSeconds: Double { parts.cap.map(DelayMath.seconds) ?? DelayMath.limitSeconds }
 
     /// The largest delay any strategy produces: 1 000 000 000 seconds (about 31.7 years).

@@ -16,10 +16,11 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
     /// How a retrier finished, or why RetryKit failed an attempt: the one enum that events and errors share.
     ///
     /// A ``RetrySummary``'s ``RetrySummary/reason`` says how every retrier ended; a `RetryError` says why
-    /// RetryKit gave up or failed an attempt. A summary's reason is never ``attemptTimedOut`` or ``missingResult``
-    /// (those fail one attempt). The runners never throw a `RetryError` for ``succeeded``, ``exhausted``,
-    /// ``stopped(_:)`` or ``cancelled`` (those end with the value, the operation's own error or `CancellationError`);
-    /// an adapter may wrap any give-up in one to carry its reason, as the HTTP layer does for a `URLError`.
+    /// RetryKit gave up or failed an attempt. A summary's reason is never ``attemptTimedOut``, ``missingResult`` or
+    /// ``completionReleased`` (those fail one attempt). The runners never throw a `RetryError` for ``succeeded``,
+    /// ``exhausted``, ``stopped(_:)`` or ``cancelled`` (those end with the value, the operation's own error or
+    /// `CancellationError`); an adapter may wrap any give-up in one to carry its reason, as the HTTP layer does for a
+    /// `URLError`.
     ///
     /// Every case has an ``explanation`` for people; ``description`` is the case's name, for logs and tests.
     ///
@@ -50,6 +51,12 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
         /// The operation called its completion with neither a value nor an error. Delivered to the strategy like any
         /// failure.
         case missingResult
+        /// The operation released its completion handler (every copy of the attempt's ``AttemptCompletion``) without
+        /// calling it, so the attempt could never end. Delivered to the strategy like any failure.
+        ///
+        /// Detected at run time by the completion-handler runner: typically an operation closure that forgets to call
+        /// `done` on one of its paths. An attempt that was cancelled or timed out first is not reported again.
+        case completionReleased
 
         /// ``stopped(_:)`` with ``RetryStopReason/unspecified``: what a plain ``RetryStrategy/stop`` gives.
         public static var stopped: Self { .stopped(.unspecified) }
@@ -71,6 +78,7 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
             case .conditionEnded: return "the retry condition ended while it was false"
             case .attemptTimedOut: return "an attempt did not complete within the per-attempt timeout"
             case .missingResult: return "the operation completed with neither a value nor an error"
+            case .completionReleased: return "the operation released its completion handler without calling it"
             }
         }
 
@@ -88,6 +96,7 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
             case .conditionEnded: return "conditionEnded"
             case .attemptTimedOut: return "attemptTimedOut"
             case .missingResult: return "missingResult"
+            case .completionReleased: return "completionReleased"
             }
         }
 
@@ -117,6 +126,7 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
             case .conditionEnded: return 7
             case .attemptTimedOut: return 8
             case .missingResult: return 9
+            case .completionReleased: return 10
             }
         }
     }
@@ -159,6 +169,7 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
         case .budgetExhausted: what = "retry budget exhausted"
         case .conditionEnded: what = "retry condition ended while false"
         case .missingResult: what = "the operation completed with neither a value nor an error"
+        case .completionReleased: what = "the operation released its completion handler without calling it"
         }
         let time = elapsed.map { " in \($0)" } ?? ""
         let last = lastError.map { "; last error: \($0)" } ?? ""

@@ -41,7 +41,7 @@ extension RetryStrategy where C.Duration == Duration {
     /// time (see ``BackoffStrategy/init(_:)``).
     ///
     /// ```swift
-    /// let onSuspending = RetryStrategy<SuspendingClock>(policy.strategy(for: error))
+    /// let onSuspending = RetryStrategy<SuspendingClock>(policy.decision(for: error))
     /// ```
     ///
     /// - Parameter other: An answer for any clock whose duration is `Swift.Duration`.

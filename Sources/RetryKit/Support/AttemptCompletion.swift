@@ -14,6 +14,11 @@
 /// Only the first call counts. A second call is ignored and reported to observers as
 /// ``RetryEvent/duplicateCompletion(_:)``; a call that arrives after the attempt was cancelled or timed out is ignored.
 ///
+/// An attempt must end: if the operation releases every copy of its completion without calling it (a path that forgets
+/// `done`), the completion-handler `retry` fails the attempt with ``RetryError``
+/// ``RetryError/Reason-swift.enum/completionReleased``, which the strategy sees like any failure. To keep an attempt in
+/// flight, keep its completion.
+///
 /// Register a cancel hook with ``onCancel(_:)`` so that cancelling the retrier (or a per-attempt timeout) also cancels
 /// the work in flight, for example a `URLSessionTask`.
 public struct AttemptCompletion<Value: Sendable>: Sendable {

@@ -49,6 +49,21 @@ struct TickClock: Clock {
     }
 }
 
+/// A clock measuring in ``Ticks`` whose sleeps only end when cancelled: says when a sleep has begun.
+struct StuckTickClock: Clock {
+    typealias Instant = TickClock.Instant
+
+    let sleeping: AsyncSignal
+
+    var now: Instant { Instant(ticks: 0) }
+    var minimumResolution: Ticks { Ticks(1) }
+
+    func sleep(until deadline: Instant, tolerance: Ticks?) async throws {
+        sleeping.fire()
+        try await Task.sleep(for: .seconds(3_600))  // ends at once when RetryKit cancels this sleep
+    }
+}
+
 // MARK: - Code written for the async retry library, generic over any clock
 
 struct Flaky: Error, Equatable {
@@ -205,6 +220,24 @@ struct AnyClockTests {
         }
         await #expect(throws: CancellationError.self) { try await task.value }
         #expect(attempts.values.isEmpty)
+    }
+
+    @Test("A clock with its own duration type: cancelling the task during a wait ends it at once")
+    func foreignDurationCancelledDuringAWait() async throws {
+        let sleeping = AsyncSignal()
+        let attempts = Recorder<Int>()
+        let task = Task<Int, any Error> {
+            try await retry(maxAttempts: 3, clock: StuckTickClock(sleeping: sleeping)) { () async throws -> Int in
+                attempts.append(1)
+                throw Flaky(attempt: 1)
+            } strategy: { _ in
+                .backoff(.constant(Ticks(10)))
+            }
+        }
+        await sleeping.wait()
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        #expect(attempts.values == [1])
     }
 
     @Test("Typed throws, generic over any clock: the strategy receives the operation's own error type")

@@ -76,10 +76,12 @@ struct BudgetBoundTests {
         let queue = DispatchQueue(label: "budget-bound")
         let retries = Locked(0)
         let reasons = Locked<[RetryError.Reason]>([])
+        let kept = CBKeeper<Int>()
         for _ in 0..<20 {
             retry(
                 configuration: RetryConfiguration(maxAttempts: 10, attemptTimeout: .seconds(1), budget: budget),
-                on: queue, scheduler: scheduler, operation: { (_, _: AttemptCompletion<Int>) in },  // never completes
+                on: queue, scheduler: scheduler,
+                operation: { (_, done: AttemptCompletion<Int>) in kept.keep(done) },  // never completes
                 strategy: { _ in .backoff(.none) },
                 observer: { event in
                     if case .attemptFailed(_, _, .retry) = event { retries.withLock { $0 += 1 } }

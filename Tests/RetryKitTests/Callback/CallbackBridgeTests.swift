@@ -92,10 +92,12 @@ extension CallbackRunnerTests {
         @Test func cancellingTheAwaitingTaskRunsTheAttemptsCancelHook() async throws {
             let hooks = CBCounter()
             let started = CBCounter()
+            let kept = CBKeeper<Int>()
             let handle: RetryHandle<Int> = retry(
                 on: queue,
                 operation: { _, done in
                     done.onCancel { hooks.increment() }
+                    kept.keep(done)  // never calls back
                     started.increment()
                 }, completion: { _ in })
             let awaiter = Task { try await handle.value }

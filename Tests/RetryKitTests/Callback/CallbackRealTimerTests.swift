@@ -64,11 +64,15 @@ extension CallbackRunnerTests {
             let queue = DispatchQueue(label: "callback-real-timer")
             let recorder = CBRecorder<Int>(checking: queue)
             let hooks = CBCounter()
+            let kept = CBKeeper<Int>()
             let clock = ContinuousClock()
             let start = clock.now
             retry(
                 maxAttempts: 2, attemptTimeout: .milliseconds(20), on: queue,
-                operation: { _, done in done.onCancel { hooks.increment() } },  // never calls back
+                operation: { _, done in
+                    done.onCancel { hooks.increment() }
+                    kept.keep(done)  // never calls back
+                },
                 observer: recorder.observer, completion: recorder.completion)
 
             #expect(await cbWait { recorder.completionCount == 1 })

@@ -158,9 +158,10 @@ struct HugeDurationTests {
             for (total, attempt) in [(huge, nil), (nil, huge), (huge, huge)] as [(Duration?, Duration?)] {
                 let scheduler = VirtualScheduler()
                 let results = AsyncLog<Result<Int, any Error>>()
+                let kept = CBKeeper<Int>()  // never calls back
                 let handle = retry(
                     totalTimeout: total, attemptTimeout: attempt, on: DispatchQueue(label: "huge"),
-                    scheduler: scheduler, operation: { (_, _: AttemptCompletion<Int>) in },
+                    scheduler: scheduler, operation: { (_, done: AttemptCompletion<Int>) in kept.keep(done) },
                     completion: { result, _ in results.append(result) })
                 scheduler.advance()
                 #expect(scheduler.nextDeadline == limit)

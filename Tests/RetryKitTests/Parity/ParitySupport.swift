@@ -156,7 +156,8 @@ struct ParityScenario: Sendable {
         case .succeed:
             done(.success("v\(number)"))
         case .hang, .hangThenLateValue:
-            progress.milestone()  // never calls done: a timer or a cancel ends it
+            progress.keep(done)  // never calls done: a timer or a cancel ends it
+            progress.milestone()
         case .failTwice:
             done(.failure(TestError(number)))
             done(.failure(TestError(number)))
@@ -336,6 +337,13 @@ final class ParityProgress: Sendable {
     }
 
     private let state = Locked(State())
+    /// The completions of hanging attempts, kept uncalled (released, they would fail their attempts).
+    private let kept = Locked<[AttemptCompletion<String>]>([])
+
+    /// Keeps a hanging attempt's completion without calling it.
+    func keep(_ done: AttemptCompletion<String>) {
+        kept.withLock { $0.append(done) }
+    }
 
     var milestones: Int { state.withLock { $0.counts.milestones } }
     /// Whether the run is over.

@@ -96,7 +96,9 @@ struct PolicyParityScenario: Sendable {
         switch step(k) {
         case .fail, .failTwice: done(.failure(TestError(k)))
         case .succeed, .succeedTwice: done(.success("v\(k)"))
-        case .hang: progress.milestone()  // never calls done: only the condition (or a cancel) ends it
+        case .hang:
+            progress.keep(done)  // never calls done: only the condition (or a cancel) ends it
+            progress.milestone()
         case .hangThenLateValue:
             done.onCancel { done(.success("late v\(k)")) }  // too late: the attempt was cancelled
             progress.milestone()

@@ -57,10 +57,11 @@ struct TimeSemanticsTests {
         let scheduler = VirtualScheduler()
         let log = TimelineLog()
         let queue = DispatchQueue(label: "time-semantics")
+        let kept = CBKeeper<Int>()
         policy.execute(
             on: queue, scheduler: scheduler,
             operation: { (attempt, done: AttemptCompletion<Int>) in
-                if !hangs { done(.failure(AsyncTestError(id: attempt.number))) }
+                if hangs { kept.keep(done) } else { done(.failure(AsyncTestError(id: attempt.number))) }
             },
             observer: { log.record($0) }, completion: { (_: Result<Int, any Error>, _) in })
         // One deadline at a time, and the queue drained before each step: an attempt in flight on the queue reaches

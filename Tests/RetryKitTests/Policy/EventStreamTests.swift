@@ -55,11 +55,12 @@ struct EventStreamTests {
         let condition = RetryCondition(true)
         let (events, observer) = RetryEvent<Int>.makeStream()
         let hooks = CBCounter()
+        let kept = CBKeeper<Int>()
         RetryPolicy.noDelay.onlyWhen(condition).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 done.onCancel { hooks.increment() }
-                if hooks.count > 0 { done(.success(attempt.number)) }
+                if hooks.count > 0 { done(.success(attempt.number)) } else { kept.keep(done) }
             }, observer: observer, completion: { _ in })
         scheduler.advance()
         condition.value = false  // abandons trial 1; its `finished` is not forwarded

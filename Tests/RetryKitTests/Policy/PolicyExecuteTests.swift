@@ -44,10 +44,14 @@ struct PolicyCallbackExecuteTests {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let hooks = CBCounter()
+        let kept = CBKeeper<Int>()
         RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(.seconds(1))
             .execute(
                 on: queue, scheduler: scheduler,
-                operation: { _, done in done.onCancel { hooks.increment() } },  // never completes
+                operation: { _, done in
+                    done.onCancel { hooks.increment() }
+                    kept.keep(done)  // never completes
+                },
                 completion: recorder.completion)
         scheduler.run()
         // t=0 attempt 1 times out at 1, waits 4; attempt 2 at 5 times out at 6, waits 4; attempt 3 at 10: deadline.

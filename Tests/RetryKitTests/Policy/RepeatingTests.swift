@@ -83,10 +83,14 @@ struct RepeatingCallbackTests {
     @Test func cancelDuringAnAttemptRunsItsCancelHook() {
         let scheduler = VirtualScheduler()
         let hooks = CBCounter()
+        let kept = CBKeeper<Int>()
         let errors = Locked<[any Error]>([])
         let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).execute(
             on: queue, scheduler: scheduler,
-            operation: { (_: RetryAttempt, done: AttemptCompletion<Int>) in done.onCancel { hooks.increment() } },
+            operation: { (_: RetryAttempt, done: AttemptCompletion<Int>) in
+                done.onCancel { hooks.increment() }
+                kept.keep(done)  // never calls back
+            },
             onValue: { _ in }, completion: { error in errors.withLock { $0.append(error) } })
         scheduler.advance()
         handle.cancel()

@@ -164,6 +164,15 @@ final class CBSlot<T: Sendable>: Sendable {
     var get: T? { value.withLock { $0 } }
 }
 
+/// Keeps attempts' completions without calling them: the operation of an attempt that never calls back. (An attempt
+/// whose every `done` is released uncalled fails at once with `RetryError.Reason.completionReleased` instead.)
+final class CBKeeper<Value: Sendable>: Sendable {
+    private let kept = Locked<[AttemptCompletion<Value>]>([])
+
+    func keep(_ done: AttemptCompletion<Value>) { kept.withLock { $0.append(done) } }
+    var count: Int { kept.withLock { $0.count } }
+}
+
 /// Wraps a scheduler and records what the runner asks of it: hops, timers and their delays. Tokens are tracked weakly,
 /// to check that the runner releases its timers.
 final class CBRecordingScheduler<Base: RetryScheduler>: RetryScheduler {

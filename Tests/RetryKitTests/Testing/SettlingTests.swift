@@ -55,10 +55,15 @@ struct SettlingTests {
     func untrackedSilenceTimesOut() async throws {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
+        let kept = CBKeeper<Int>()
         retry(
             maxAttempts: 2, attemptTimeout: .seconds(5), on: queue, scheduler: scheduler,
             operation: { attempt, done in
-                if attempt.number == 2 { scheduler.track(on: .global()) { done(.success(2)) } }
+                if attempt.number == 2 {
+                    scheduler.track(on: .global()) { done(.success(2)) }
+                } else {
+                    kept.keep(done)  // never calls back
+                }
             }, strategy: { _ in .backoff(.none) }, observer: recorder.observer, completion: recorder.completion)
 
         try await scheduler.advance(by: .seconds(4), settlingWithin: .seconds(10))
