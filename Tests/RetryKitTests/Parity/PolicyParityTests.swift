@@ -4,8 +4,9 @@ import Testing
 
 /// Issue 12.6, "parity extended": gated (`onlyWhen`) and repeating policies carry out the same attempts, wait the same
 /// timers and emit the same events in the completion-handler style (`policy.execute(on:)`,
-/// `policy.repeating(withDelay:).execute(on:…onValue:…)`, on a `VirtualScheduler`) and the async style
-/// (`policy.execute(clock:)`, `policy.repeating(withDelay:).values(clock:)`, on a `VirtualClock`).
+/// `policy.repeating(withDelay:).execute(on:…onValue:…)`, on a `VirtualScheduler`), its bridges (`executeTask(on:)`
+/// with an async operation; `handle.value` awaited from a task) and the async style (`policy.execute(clock:)`,
+/// `policy.repeating(withDelay:).values(clock:)`, on a `VirtualClock`).
 ///
 /// Each test scripts the condition and the moves of time (``PolicyParityScenario/Command``), runs the script in both
 /// styles, and compares the logs with the one the test writes down: every event with its attempt (number, attempts
@@ -205,9 +206,10 @@ struct PolicyParityTests {
     }
 
     /// Inherent to the styles: a completion-handler attempt that is cancelled is over, so a value it delivers later
-    /// (here from its cancel hook) is ignored, and the run waits for the condition; an async attempt cannot be stopped,
-    /// only asked to stop, so a value it returns anyway is the run's result (as `RetryPolicy.execute(clock:)`
-    /// documents). Up to the interruption both styles log the same.
+    /// (from its cancel hook, or returned by an `executeTask` operation that ignores its task's cancellation) is
+    /// ignored, and the run waits for the condition; in the async style an attempt cannot be stopped, only asked to
+    /// stop, so a value it returns anyway is the run's result (as `RetryPolicy.execute(clock:)` documents). Up to the
+    /// interruption every style logs the same.
     @Test("Gated: an attempt that delivers a value after the condition closed (an inherent difference)")
     func lateValueAfterTheConditionClosed() async {
         let scenario = PolicyParityScenario(
