@@ -205,6 +205,24 @@ struct PolicyParityTests {
         await expectPolicyParity(scenario, expected: expected)
     }
 
+    @Test("Gated: a cancel while the run waits for the condition: CancellationError, no further attempt")
+    func cancelWhileWaitingForTheCondition() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true), steps: [],
+            script: [.halfWait, .set(false), .idle(.seconds(3)), .cancel])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .finished(
+                    RetrySummary(reason: .cancelled, attempts: 1, elapsed: .milliseconds(3_500)),
+                    error: "CancellationError()"),
+                .result("error CancellationError()"),
+            ],
+            waits: [.seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
     /// Inherent to the styles: a completion-handler attempt that is cancelled is over, so a value it delivers later
     /// (from its cancel hook, or returned by an `executeTask` operation that ignores its task's cancellation) is
     /// ignored, and the run waits for the condition; in the async style an attempt cannot be stopped, only asked to
@@ -288,6 +306,24 @@ struct PolicyParityTests {
                 .result("error TestError(5)"),
             ],
             waits: [.seconds(10), .seconds(5), .seconds(1), .seconds(10), .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Repeating and gated: closed during an attempt, then ended: conditionEnded after the values so far")
+    func repeatingEndsWhileClosed() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 3, condition: .some(true), repeatDelay: .seconds(10), steps: [.succeed, .hang],
+            script: [.wait, .hang, .set(false), .finish])
+        let a1 = attempt(1, of: 3, at: .zero)
+        let ended = "RetryError(retry condition ended while false after 2 attempts)"
+        let expected = ParityRun(
+            log: [
+                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+                .started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled)),
+                .finished(RetrySummary(reason: .conditionEnded, attempts: 2, elapsed: .seconds(10)), error: ended),
+                .result("error \(ended)"),
+            ],
+            waits: [.seconds(10)])
         await expectPolicyParity(scenario, expected: expected)
     }
 
