@@ -303,3 +303,59 @@ extension ParityLimitsTests {
         await expectParity(single, expected: expectedSingle, styles: everyStyle)
     }
 }
+
+/// Issue 12, "bad input": a timeout of any size behaves the same in every style, rejected or clamped in one place.
+extension ParityLimitsTests {
+    @Test(
+        "A zero attempt timeout or a negative total timeout: invalidConfiguration, no attempt, in every style",
+        arguments: [
+            (Duration?.none, Duration?.some(.zero), "the per-attempt timeout must be positive (got 0.0 seconds)"),
+            (
+                Duration?.some(.nanoseconds(-1)), Duration?.none,
+                "the total timeout must not be negative (got -1e-09 seconds)"
+            ),
+        ])
+    func invalidTimeouts(total: Duration?, attempt: Duration?, problem: String) async {
+        let scenario = ParityScenario(maxAttempts: 3, totalTimeout: total, attemptTimeout: attempt, steps: [.succeed])
+        let error = "RetryError(invalid retry configuration: \(problem) after 0 attempts)"
+        let expected = ParityRun(
+            log: [
+                .finished(RetrySummary(reason: .invalidConfiguration, attempts: 0, elapsed: .zero), error: error),
+                .result("error \(error)"),
+            ],
+            waits: [])
+        await expectParity(scenario, expected: expected, styles: timedStyles)
+    }
+
+    @Test("Timeouts of .seconds(Int64.max): clamped to the saturation limit alike in every style")
+    func hugeTimeouts() async {
+        let limit = BackoffStrategy<ContinuousClock>.saturationLimit
+        let timedOut = "RetryError(attempt timed out after 1 attempt in \(limit))"
+        let scenario = ParityScenario(maxAttempts: 3, attemptTimeout: .seconds(Int64.max), steps: [.hang, .succeed])
+        let d = scenario.coreDelays(1)
+        let a1 = attempt(1, of: 3, at: .zero)
+        let a2 = attempt(2, of: 3, at: limit + d[0])
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: timedOut, next: .retry(after: d[0])),
+                .started(a2), .succeeded(a2, value: "v2"),
+                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: limit + d[0]), error: nil),
+                .result("value v2"),
+            ],
+            waits: [limit, d[0]])
+        await expectParity(scenario, expected: expected, styles: timedStyles)
+
+        // Both clamped to the same bound: the attempt's timeout is the total deadline, and the run ends there.
+        var both = scenario
+        both.totalTimeout = .nanoseconds(Int64.max)
+        let exceeded = "RetryError(retry deadline exceeded after 1 attempt in \(limit); last error: \(timedOut))"
+        let expectedBoth = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: timedOut, next: .giveUp(.deadlineExceeded)),
+                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 1, elapsed: limit), error: exceeded),
+                .result("error \(exceeded)"),
+            ],
+            waits: [limit])
+        await expectParity(both, expected: expectedBoth, styles: timedStyles)
+    }
+}

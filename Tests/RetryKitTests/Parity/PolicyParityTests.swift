@@ -327,6 +327,27 @@ struct PolicyParityTests {
         await expectPolicyParity(scenario, expected: expected)
     }
 
+    @Test("Repeating with a pause of .seconds(Int64.max): clamped to the saturation limit alike in every style")
+    func repeatingWithAHugePause() async {
+        let limit = BackoffStrategy<ContinuousClock>.saturationLimit
+        let scenario = PolicyParityScenario(
+            maxAttempts: 2, condition: nil, repeatDelay: .seconds(Int64.max), steps: [.succeed, .fail, .fail],
+            script: [.toEnd])
+        let a1 = attempt(1, of: 2, at: .zero)
+        let a2 = attempt(2, of: 2, at: .seconds(1))
+        let expected = ParityRun(
+            log: [
+                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(3)", next: .giveUp(.exhausted)),
+                .finished(
+                    RetrySummary(reason: .exhausted, attempts: 3, elapsed: limit + .seconds(1)), error: "TestError(3)"),
+                .result("error TestError(3)"),
+            ],
+            waits: [limit, .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
     /// Inherent to the styles: cancelling a callback repetition calls its completion with `CancellationError`; a
     /// cancelled `values` sequence ends (returns `nil`), as an `AsyncSequence` does. Both emit the same `finished`.
     @Test("Repeating: cancelled during a pause: the same events; the callback completes with CancellationError")
