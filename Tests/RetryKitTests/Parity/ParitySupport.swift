@@ -159,6 +159,7 @@ struct ParityScenario: Sendable {
             progress.keep(done)  // never calls done: a timer or a cancel ends it
             progress.milestone()
         case .hangThenLateValue:
+            progress.keep(done)
             done.onCancel { done(.success("late v\(number)")) }  // too late: the attempt is over
             progress.milestone()
         case .failTwice:

@@ -106,6 +106,7 @@ struct PolicyParityScenario: Sendable {
             progress.keep(done)  // never calls done: only the condition (or a cancel) ends it
             progress.milestone()
         case .hangThenLateValue:
+            progress.keep(done)
             done.onCancel { done(.success("late v\(k)")) }  // too late: the attempt was cancelled
             progress.milestone()
         }
