@@ -348,6 +348,23 @@ struct PolicyParityTests {
         await expectPolicyParity(scenario, expected: expected)
     }
 
+    @Test("Repeating and gated: closed at first, no attempt until it opens; the next trial waits after the pause")
+    func repeatingClosedAtFirst() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 2, condition: .some(false), repeatDelay: .seconds(10), steps: [.succeed],
+            script: [.idle(.seconds(5)), .set(true), .halfWait, .set(false), .restOfWait, .idle(.seconds(1)), .finish])
+        let a1 = attempt(1, of: 2, at: .zero)
+        let ended = "RetryError(retry condition ended while false after 1 attempt)"
+        let expected = ParityRun(
+            log: [
+                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+                .finished(RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .seconds(16)), error: ended),
+                .result("error \(ended)"),
+            ],
+            waits: [.seconds(10), .seconds(5)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
     /// Inherent to the styles: cancelling a callback repetition calls its completion with `CancellationError`; a
     /// cancelled `values` sequence ends (returns `nil`), as an `AsyncSequence` does. Both emit the same `finished`.
     @Test("Repeating: cancelled during a pause: the same events; the callback completes with CancellationError")
