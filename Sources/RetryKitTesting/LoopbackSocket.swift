@@ -199,36 +199,19 @@ enum LoopbackSocket {
         }
     }
 
-    // The C functions, under names that the enum's own members above do not shadow.
-    #if canImport(Glibc)
-        private func systemListen(_ fd: Int32, _ backlog: Int32) -> Int32 { Glibc.listen(fd, backlog) }
-        private func systemClose(_ fd: Int32) -> Int32 { Glibc.close(fd) }
-        private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
-            Glibc.write(fd, bytes, count)
-        }
-        private func systemSend(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int {
-            Glibc.send(fd, bytes, count, flags)
-        }
-        private func systemAccept(
-            _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?
-        ) -> Int32 {
-            Glibc.accept(fd, address, length)
-        }
-    #else
-        private func systemListen(_ fd: Int32, _ backlog: Int32) -> Int32 { Darwin.listen(fd, backlog) }
-        private func systemClose(_ fd: Int32) -> Int32 { Darwin.close(fd) }
-        private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int {
-            Darwin.write(fd, bytes, count)
-        }
-        private func systemSend(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int {
-            Darwin.send(fd, bytes, count, flags)
-        }
-        private func systemAccept(
-            _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?
-        ) -> Int32 {
-            Darwin.accept(fd, address, length)
-        }
-    #endif
+    // The C functions (Glibc's or Darwin's, whichever is imported), under names that the enum's own members above
+    // do not shadow: at file scope, the plain names are the C functions.
+    private func systemListen(_ fd: Int32, _ backlog: Int32) -> Int32 { listen(fd, backlog) }
+    private func systemClose(_ fd: Int32) -> Int32 { close(fd) }
+    private func systemWrite(_ fd: Int32, _ bytes: UnsafeRawPointer, _ count: Int) -> Int { write(fd, bytes, count) }
+    private func systemSend(_ fd: Int32, _ bytes: UnsafeRawPointer?, _ count: Int, _ flags: Int32) -> Int {
+        send(fd, bytes, count, flags)
+    }
+    private func systemAccept(
+        _ fd: Int32, _ address: UnsafeMutablePointer<sockaddr>?, _ length: UnsafeMutablePointer<socklen_t>?
+    ) -> Int32 {
+        accept(fd, address, length)
+    }
 #else
     // Platforms without BSD sockets in Glibc or Darwin: the server cannot start.
     extension LoopbackSocket {

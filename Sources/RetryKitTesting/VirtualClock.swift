@@ -320,13 +320,7 @@ public final class VirtualClock: Clock, Sendable {
     /// - Throws: The task's error.
     public func run<Success: Sendable>(until task: Task<Success, any Error>) async throws -> Success {
         try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask {
-                while !Task.isCancelled {
-                    await self.waitForSleepers(1)
-                    if Task.isCancelled { return }
-                    await self.wakeNext()
-                }
-            }
+            group.addTask { await self.wakeSleepersUntilCancelled() }
             defer { group.cancelAll() }
             return try await task.value
         }
@@ -340,15 +334,19 @@ public final class VirtualClock: Clock, Sendable {
     /// - Returns: The task's value.
     public func run<Success: Sendable>(until task: Task<Success, Never>) async -> Success {
         await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                while !Task.isCancelled {
-                    await self.waitForSleepers(1)
-                    if Task.isCancelled { return }
-                    await self.wakeNext()
-                }
-            }
+            group.addTask { await self.wakeSleepersUntilCancelled() }
             defer { group.cancelAll() }
             return await task.value
+        }
+    }
+
+    /// Wakes each sleeper as it arrives, moving time forward, until the calling task is cancelled: the driver of
+    /// both `run(until:)`.
+    private func wakeSleepersUntilCancelled() async {
+        while !Task.isCancelled {
+            await waitForSleepers(1)
+            if Task.isCancelled { return }
+            await wakeNext()
         }
     }
 

@@ -117,6 +117,10 @@ package struct CallbackRunnerState {
     /// does not capture it) so that it stays alive until it fires or is cancelled; a timer that fires while it is not
     /// this one does nothing.
     var timer: PendingTimer?
+    /// How the retrier ended and the successful attempt's value, from the machine's `finish` until `deliver` takes
+    /// them (kept here rather than in the step, which stays small and cheap to move).
+    var termination: RetryTermination?
+    var value: ErasedValue?
     /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
     var outcome: ErasedOutcome?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
@@ -147,7 +151,7 @@ struct CallbackStep {
         /// Emit `attemptFailed(attempt, error, next: .retry(after: duration))`, then wait: arm `timer`, or go on at
         /// once for a zero delay.
         case wait
-        /// Emit the final events of `termination`, run the completion, resume awaiting tasks (all in `deliver`).
+        /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
         case finish
     }
 
@@ -159,9 +163,6 @@ struct CallbackStep {
     var timer: PendingTimer?
     var context = RetryDecisionContext(retryIndex: 0, previousDelay: nil)
     var error: (any Error)?
-    /// `finish`: how the retrier ended, and the successful attempt's value.
-    var termination: RetryTermination?
-    var value: ErasedValue?
 }
 
 /// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
@@ -447,7 +448,7 @@ package final class CallbackRunner: Sendable {
             return apply(s.machine.cancel(at: now), to: &s, &effects)
         }
         guard step.kind == .finish, let client else { return }
-        hop { self.deliver(step, client) }
+        hop { self.deliver(client) }
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
@@ -512,7 +513,9 @@ package final class CallbackRunner: Sendable {
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = nil
-            return CallbackStep(kind: .finish, termination: termination, value: value)
+            s.termination = termination
+            s.value = value
+            return CallbackStep(kind: .finish)
         }
     }
 
@@ -567,7 +570,7 @@ package final class CallbackRunner: Sendable {
                 let now = decidedAt ?? elapsed
                 step = transition { s, effects in apply(s.machine.waitElapsed(at: now), to: &s, &effects) }
             case .finish:
-                deliver(step, client)
+                deliver(client)
                 return
             }
         }
@@ -598,10 +601,14 @@ package final class CallbackRunner: Sendable {
     }
 
     /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue.
-    private func deliver(_ step: CallbackStep, _ client: CallbackClient) {
-        guard let termination = step.termination else { return }
-        client.finish(termination, step.value, observes ? takeDuplicates() : [])
-        let outcome = ErasedOutcome(termination, value: step.value)
+    private func deliver(_ client: CallbackClient) {
+        let (termination, value, duplicates): (RetryTermination?, ErasedValue?, [RetryAttempt]) = withLock { s in
+            defer { s.value = nil }
+            return (s.termination.take(), s.value, s.duplicates.isEmpty ? [] : takeDuplicates(&s))
+        }
+        guard let termination else { return }
+        client.finish(termination, value, duplicates)
+        let outcome = ErasedOutcome(termination, value: value)
         let waiters: [CheckedContinuation<ErasedValue, any Error>] = withLock { s in
             s.outcome = outcome
             let waiters = s.waiters
@@ -636,11 +643,13 @@ package final class CallbackRunner: Sendable {
 
     /// Takes the duplicate completions not reported yet, for the event about to be emitted.
     private func takeDuplicates() -> [RetryAttempt] {
-        withLock { s in
-            if s.duplicates.isEmpty { return [] }
-            defer { s.duplicates = [] }
-            return s.duplicates.map(\.attempt)
-        }
+        withLock { takeDuplicates(&$0) }
+    }
+
+    private func takeDuplicates(_ s: inout CallbackRunnerState) -> [RetryAttempt] {
+        if s.duplicates.isEmpty { return [] }
+        defer { s.duplicates = [] }
+        return s.duplicates.map(\.attempt)
     }
 
     private static func resume(_ continuation: CheckedContinuation<ErasedValue, any Error>, with outcome: ErasedOutcome)

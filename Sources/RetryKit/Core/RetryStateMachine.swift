@@ -296,7 +296,9 @@ package struct RetryStateMachine: Sendable {
 
     private mutating func failed(_ attempt: RetryAttempt, error: any Error, at now: Duration) -> Action {
         var error = error
-        if let missing = error as? RetryError, missing.reason == .missingResult {
+        // A metatype comparison first: a conditional cast of an existential costs several hundred instructions, and
+        // almost every failure is the operation's own error.
+        if type(of: error) == RetryError.self, let missing = error as? RetryError, missing.reason == .missingResult {
             // Made by a completion that does not know the attempt's place in the run: say which attempt, and when.
             error = RetryError(.missingResult, attempts: attempt.number, elapsed: now)
         }

@@ -22,22 +22,28 @@ enum ParityStyle: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case observedAsync = "observed async retry"
     /// The seed-compatible async `retry(maxAttempts:clock:operation:strategy:)`: no events, no time limits.
     case seedAsync = "seed-style async retry"
+    /// `RetryPolicy.execute(on:scheduler:)` with a `{ attempt, done in … }` operation (no condition).
+    case policyCallback = "policy execute(on:), done-style operation"
+    /// `RetryPolicy.executeTask(on:scheduler:)` with an `async throws` operation (no condition).
+    case policyCallbackTask = "policy executeTask(on:), async operation"
+    /// `try await RetryPolicy.execute(clock:)` (no condition).
+    case policyAsync = "policy async execute(clock:)"
 
     var testDescription: String { rawValue }
 
     /// Whether the style runs on the completion-handler runner (and so on a `VirtualScheduler`).
     var isCallback: Bool {
         switch self {
-        case .callback, .callbackAsyncOperation, .handleValue: return true
-        case .withRetry, .observedAsync, .seedAsync: return false
+        case .callback, .callbackAsyncOperation, .handleValue, .policyCallback, .policyCallbackTask: return true
+        case .withRetry, .observedAsync, .seedAsync, .policyAsync: return false
         }
     }
 
     /// Whether the operation gets an ``AttemptCompletion`` (and so can complete an attempt twice).
     var hasCompletionHandlerOperation: Bool {
         switch self {
-        case .callback, .handleValue, .withRetry: return true
-        case .callbackAsyncOperation, .observedAsync, .seedAsync: return false
+        case .callback, .handleValue, .withRetry, .policyCallback: return true
+        case .callbackAsyncOperation, .observedAsync, .seedAsync, .policyCallbackTask, .policyAsync: return false
         }
     }
 }
@@ -56,6 +62,9 @@ struct ParityScenario: Sendable {
         case failTwice
         /// Calls its completion twice with `"v\(n)"` and `"again"`; the async form succeeds once.
         case succeedTwice
+        /// Hangs like ``hang``, then delivers `"late v\(n)"` when cancelled: from its cancel hook (too late, the
+        /// attempt is over), or by returning it (the async form ignores the cancellation). Policy scenarios only.
+        case hangThenLateValue
     }
 
     /// When the scenario cancels the retrier.
@@ -82,6 +91,8 @@ struct ParityScenario: Sendable {
     var seed: UInt64 = 0x5EED_2024
     /// Back off with `.none` instead: every retry starts at once, without a timer.
     var immediateRetries = false
+    /// The shared budget every run pays into (a fresh one per run, in the same state), if any.
+    var budget: ParityBudget?
 
     init(
         maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, steps: [Step],
@@ -105,6 +116,15 @@ struct ParityScenario: Sendable {
     /// The delays the core chooses for the first `count` retries of an identically seeded ``backoff(_:)``.
     func coreDelays(_ count: Int) -> [Duration] {
         asyncCoreDelays(backoff(ContinuousClock.self), count: count)
+    }
+
+    /// The policy of the policy styles: the scenario's strategy, limits and budget (no condition).
+    func policy(_ backoff: BackoffStrategy<ContinuousClock>, budget: RetryBudget?) -> RetryPolicy {
+        var policy = RetryPolicy.strategy { error in self.decide(error, backoff) }.giveUpAfter(maxAttempts: maxAttempts)
+        if let totalTimeout { policy = policy.giveUpAfter(totalTimeout: totalTimeout) }
+        if let attemptTimeout { policy = policy.attemptTimeout(attemptTimeout) }
+        if let budget { policy = policy.budget(budget) }
+        return policy
     }
 
     /// The strategy's answer to `error`.
@@ -135,7 +155,7 @@ struct ParityScenario: Sendable {
             done(.failure(TestError(number)))
         case .succeed:
             done(.success("v\(number)"))
-        case .hang:
+        case .hang, .hangThenLateValue:
             progress.keep(done)  // never calls done: a timer or a cancel ends it
             progress.milestone()
         case .failTwice:
@@ -154,11 +174,37 @@ struct ParityScenario: Sendable {
             throw TestError(number)
         case .succeed, .succeedTwice:
             return "v\(number)"
-        case .hang:
+        case .hang, .hangThenLateValue:
             progress.milestone()
             try await Task.sleep(for: .seconds(600))  // real time, but cancelled at once by a timeout or a cancel
             throw CancellationError()
         }
+    }
+}
+
+/// A shared ``RetryBudget`` as a run finds it: built with these settings, then drawn on by another retrier.
+struct ParityBudget: Sendable {
+    var capacity: Int
+    var retryCost: Int
+    var timeoutRetryCost: Int
+    var successRefund = 1
+    /// Retries another retrier sharing the budget has paid for (failing each time) before the run starts.
+    var retriesByOthers = 0
+
+    /// A fresh budget in the state the scenario describes: `retriesByOthers` retries of another callback retrier,
+    /// whose attempts all fail, have been paid from it.
+    func make() -> RetryBudget {
+        let budget = RetryBudget(
+            capacity: capacity, retryCost: retryCost, timeoutRetryCost: timeoutRetryCost, successRefund: successRefund)
+        guard retriesByOthers > 0 else { return budget }
+        let scheduler = VirtualScheduler()
+        let other: RetryHandle<String> = retry(
+            maxAttempts: retriesByOthers + 1, budget: budget, on: DispatchQueue(label: "parity-other"),
+            scheduler: scheduler, operation: { attempt, done in done(.failure(TestError(-attempt.number))) },
+            completion: { (_: Result<String, any Error>) in })
+        scheduler.run()
+        #expect(other.isFinished, "the other retrier ran on virtual time")
+        return budget
     }
 }
 
@@ -233,10 +279,18 @@ struct ParityRun: Sendable, Equatable {
     /// The timers the retrier waited for, in order, as the scheduler or clock reported them when the driver moved time:
     /// backoff waits and attempt timeouts (a wait that was cancelled counts with its full length).
     var waits: [Duration]
+    /// The tokens left in the scenario's budget after the run, if it has one.
+    var tokens: Int?
+
+    init(log: [ParityEntry], waits: [Duration], tokens: Int? = nil) {
+        self.log = log
+        self.waits = waits
+        self.tokens = tokens
+    }
 
     /// What the seed style can report of this run.
     var withoutEvents: ParityRun {
-        ParityRun(log: log.filter(\.isVisibleWithoutEvents), waits: waits)
+        ParityRun(log: log.filter(\.isVisibleWithoutEvents), waits: waits, tokens: tokens)
     }
 }
 
@@ -276,6 +330,10 @@ final class ParityProgress: Sendable {
     private struct State {
         var counts = Counts()
         var waiters: [(ready: @Sendable (Counts) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+        /// Waiters for the end of the run that their task may cancel, by id.
+        var closeWaiters: [Int: CheckedContinuation<Void, Never>] = [:]
+        var cancelledCloseWaiters: Set<Int> = []
+        var nextCloseWaiter = 0
     }
 
     private let state = Locked(State())
@@ -288,6 +346,8 @@ final class ParityProgress: Sendable {
     }
 
     var milestones: Int { state.withLock { $0.counts.milestones } }
+    /// Whether the run is over.
+    var isClosed: Bool { state.withLock { $0.counts.closed } }
     var ticks: Int { state.withLock { $0.counts.ticks } }
 
     /// The retrier now waits for a timer.
@@ -322,6 +382,52 @@ final class ParityProgress: Sendable {
         return milestones > handled
     }
 
+    /// Suspends until the run is over, or the calling task is cancelled.
+    func waitForClose() async {
+        let id: Int? = state.withLock { state in
+            if state.counts.closed { return nil }
+            state.nextCloseWaiter += 1
+            return state.nextCloseWaiter
+        }
+        guard let id else { return }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now: Bool = state.withLock { state in
+                    if state.counts.closed || state.cancelledCloseWaiters.remove(id) != nil { return true }
+                    state.closeWaiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let continuation: CheckedContinuation<Void, Never>? = state.withLock { state in
+                guard let continuation = state.closeWaiters.removeValue(forKey: id) else {
+                    state.cancelledCloseWaiters.insert(id)
+                    return nil
+                }
+                return continuation
+            }
+            continuation?.resume()
+        }
+    }
+
+    /// Suspends until `clock` has a sleeper (returns `true`) or the run is over (returns `false`).
+    func waitForSleeper(on clock: VirtualClock) async -> Bool {
+        await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await clock.waitForSleepers(1)
+                return true
+            }
+            group.addTask {
+                await self.waitForClose()
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first || clock.sleeperCount > 0
+        }
+    }
+
     private func wait(until ready: @escaping @Sendable (Counts) -> Bool) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let now: Bool = state.withLock { state in
@@ -337,8 +443,12 @@ final class ParityProgress: Sendable {
         let ready: [CheckedContinuation<Void, Never>] = state.withLock { state in
             change(&state.counts)
             let counts = state.counts
-            let ready = state.waiters.filter { $0.ready(counts) }.map(\.continuation)
+            var ready = state.waiters.filter { $0.ready(counts) }.map(\.continuation)
             state.waiters.removeAll { $0.ready(counts) }
+            if counts.closed {
+                ready += state.closeWaiters.values
+                state.closeWaiters = [:]
+            }
             return ready
         }
         for continuation in ready {
@@ -400,22 +510,34 @@ private func runOnScheduler(_ scenario: ParityScenario, _ style: ParityStyle) as
     let completion = Locked<(result: Result<String, any Error>, summary: RetrySummary)?>(nil)
     let queue = DispatchQueue(label: "parity")
     let backoff = scenario.backoff(ContinuousClock.self)
+    let budget = scenario.budget?.make()
 
     let strategy: @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { scenario.decide($0, backoff) }
     let completed: @Sendable (Result<String, any Error>, RetrySummary) -> Void = { result, summary in
         completion.withLock { $0 = (result, summary) }
     }
     let handle: RetryHandle<String>
-    if style == .callbackAsyncOperation {
+    switch style {
+    case .callbackAsyncOperation:
         handle = retryTask(
             maxAttempts: scenario.maxAttempts, totalTimeout: scenario.totalTimeout,
-            attemptTimeout: scenario.attemptTimeout, on: queue, scheduler: scheduler,
+            attemptTimeout: scenario.attemptTimeout, budget: budget, on: queue, scheduler: scheduler,
             operation: { attempt in try await scenario.perform(attempt.number, progress) },
             strategy: strategy, observer: recorder.observer(progress), completion: completed)
-    } else {
+    case .policyCallback:
+        handle = scenario.policy(backoff, budget: budget).execute(
+            on: queue, scheduler: scheduler,
+            operation: { attempt, done in scenario.perform(attempt.number, done, progress) },
+            observer: recorder.observer(progress), completion: completed)
+    case .policyCallbackTask:
+        handle = scenario.policy(backoff, budget: budget).executeTask(
+            on: queue, scheduler: scheduler,
+            operation: { attempt in try await scenario.perform(attempt.number, progress) },
+            observer: recorder.observer(progress), completion: completed)
+    default:
         handle = retry(
             maxAttempts: scenario.maxAttempts, totalTimeout: scenario.totalTimeout,
-            attemptTimeout: scenario.attemptTimeout, on: queue, scheduler: scheduler,
+            attemptTimeout: scenario.attemptTimeout, budget: budget, on: queue, scheduler: scheduler,
             operation: { attempt, done in scenario.perform(attempt.number, done, progress) },
             strategy: strategy, observer: recorder.observer(progress), completion: completed)
     }
@@ -467,7 +589,9 @@ private func runOnScheduler(_ scenario: ParityScenario, _ style: ParityStyle) as
     }
 
     var log = recorder.log
-    guard let (result, summary) = completion.withLock({ $0 }) else { return ParityRun(log: log, waits: waits) }
+    guard let (result, summary) = completion.withLock({ $0 }) else {
+        return ParityRun(log: log, waits: waits, tokens: budget?.availableTokens)
+    }
     if case .finished(let finished, _)? = log.last {
         #expect(summary == finished, "\(style): the completion's summary is the one of the finished event")
     }
@@ -477,7 +601,7 @@ private func runOnScheduler(_ scenario: ParityScenario, _ style: ParityStyle) as
         log.append(ParityEntry(result))
     }
     #expect(scheduler.base.pendingCount == 0, "\(style): no timer or hop is left behind")
-    return ParityRun(log: log, waits: waits)
+    return ParityRun(log: log, waits: waits, tokens: budget?.availableTokens)
 }
 
 /// The async styles, on a `VirtualClock`.
@@ -489,6 +613,7 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
     let progress = ParityProgress()
     let clock = VirtualClock()
     let recorder = ParityRecorder()
+    let budget = scenario.budget?.make()
     let task = Task { () -> Result<String, any Error> in
         defer { progress.close() }
         if scenario.cancel == .beforeStart {
@@ -500,7 +625,7 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
                 return .success(
                     try await withRetry(
                         maxAttempts: scenario.maxAttempts, totalTimeout: scenario.totalTimeout,
-                        attemptTimeout: scenario.attemptTimeout, clock: clock,
+                        attemptTimeout: scenario.attemptTimeout, budget: budget, clock: clock,
                         operation: { attempt, done in scenario.perform(attempt.number, done, progress) },
                         strategy: { scenario.decide($0, backoff) }, observer: recorder.observer(progress)))
             }
@@ -508,15 +633,22 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
                 return .success(
                     try await retry(
                         maxAttempts: scenario.maxAttempts, totalTimeout: scenario.totalTimeout,
-                        attemptTimeout: scenario.attemptTimeout, clock: clock,
+                        attemptTimeout: scenario.attemptTimeout, budget: budget, clock: clock,
                         operation: { attempt in try await scenario.perform(attempt.number, progress) },
                         strategy: { scenario.decide($0, backoff) }, observer: recorder.observer(progress)))
+            }
+            if style == .policyAsync {
+                return .success(
+                    try await scenario.policy(scenario.backoff(ContinuousClock.self), budget: budget).execute(
+                        clock: clock, operation: { attempt in try await scenario.perform(attempt.number, progress) },
+                        observer: recorder.observer(progress)))
             }
             // The seed style: the operation records the attempts it sees, the strategy reports the waits (there is no
             // deadline, so a backoff always waits).
             let attempts = Locked(0)
             return .success(
-                try await retry(maxAttempts: scenario.maxAttempts, clock: clock) { () async throws -> String in
+                try await retry(maxAttempts: scenario.maxAttempts, budget: budget, clock: clock) {
+                    () async throws -> String in
                     let number = attempts.withLock { count -> Int in
                         count += 1
                         return count
@@ -543,7 +675,9 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
             task.cancel()
             continue
         }
-        await clock.waitForSleepers(1)
+        // The seed style reports a wait when its strategy backs off, before a budget may refuse the retry: then the
+        // run ends instead of sleeping.
+        guard await progress.waitForSleeper(on: clock) else { continue }
         guard let next = clock.nextDeadline else {
             Issue.record("\(style): the retrier waits, but no sleeper is pending")
             task.cancel()
@@ -560,15 +694,20 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
     }
     let result = await task.value
     #expect(clock.sleeperCount == 0, "\(style): no sleeper is left behind")
-    return ParityRun(log: recorder.log + [ParityEntry(result)], waits: waits)
+    return ParityRun(log: recorder.log + [ParityEntry(result)], waits: waits, tokens: budget?.availableTokens)
 }
 
 // MARK: - Checking
 
 /// Checks that every style's run equals the first style's (the reference), and that the reference is `expected`,
 /// which the tests build from the core's delays.
+///
+/// `knownIssues` names the styles whose run is known to differ from the reference, with the divergence: their exact
+/// comparison is expected to fail (`withKnownIssue`), and what still matches (the waits, the budget's tokens, the
+/// number of log lines) is checked as usual.
 func expectParity(
     _ scenario: ParityScenario, expected: ParityRun, styles: [ParityStyle],
+    knownIssues: [ParityStyle: String] = [:],
     sourceLocation: SourceLocation = #_sourceLocation
 ) async {
     let runs = await runParityInEveryStyle(scenario)
@@ -576,11 +715,18 @@ func expectParity(
     guard let reference = runs.first?.run else { return }
     #expect(reference == expected, "the reference run follows the core", sourceLocation: sourceLocation)
     for (style, run) in runs.dropFirst() {
-        if style == .seedAsync {
-            #expect(run == reference.withoutEvents, "\(style)", sourceLocation: sourceLocation)
+        let expectedRun = style == .seedAsync ? reference.withoutEvents : reference
+        if let issue = knownIssues[style] {
+            withKnownIssue(Comment(rawValue: "\(style): \(issue)"), sourceLocation: sourceLocation) {
+                #expect(run == expectedRun, "\(style)", sourceLocation: sourceLocation)
+            }
+            #expect(run.waits == expectedRun.waits, "\(style)", sourceLocation: sourceLocation)
+            #expect(run.tokens == expectedRun.tokens, "\(style)", sourceLocation: sourceLocation)
+            #expect(run.log.count == expectedRun.log.count, "\(style)", sourceLocation: sourceLocation)
         } else {
-            #expect(run.log == reference.log, "\(style)", sourceLocation: sourceLocation)
-            #expect(run.waits == reference.waits, "\(style)", sourceLocation: sourceLocation)
+            #expect(run.log == expectedRun.log, "\(style)", sourceLocation: sourceLocation)
+            #expect(run.waits == expectedRun.waits, "\(style)", sourceLocation: sourceLocation)
+            #expect(run.tokens == expectedRun.tokens, "\(style)", sourceLocation: sourceLocation)
         }
     }
 }

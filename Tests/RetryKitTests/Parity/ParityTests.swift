@@ -17,7 +17,7 @@ struct ParityTests {
     /// Every style but the seed-compatible one, which has no time limits.
     private let timedStyles = ParityStyle.allCases.filter { $0 != .seedAsync }
     /// The styles whose operation gets a completion handler, and so can call it twice.
-    private let completionHandlerStyles: [ParityStyle] = [.callback, .handleValue, .withRetry]
+    private let completionHandlerStyles: [ParityStyle] = [.callback, .handleValue, .withRetry, .policyCallback]
 
     /// Attempt `number` of a retrier with `maxAttempts`, started at `elapsed`.
     private func attempt(_ number: Int, of maxAttempts: Int, at elapsed: Duration) -> RetryAttempt {

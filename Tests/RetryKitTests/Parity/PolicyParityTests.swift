@@ -1,0 +1,313 @@
+import RetryKit
+import RetryKitTesting
+import Testing
+
+/// Issue 12.6, "parity extended": gated (`onlyWhen`) and repeating policies carry out the same attempts, wait the same
+/// timers and emit the same events in the completion-handler style (`policy.execute(on:)`,
+/// `policy.repeating(withDelay:).execute(on:…onValue:…)`, on a `VirtualScheduler`) and the async style
+/// (`policy.execute(clock:)`, `policy.repeating(withDelay:).values(clock:)`, on a `VirtualClock`).
+///
+/// Each test scripts the condition and the moves of time (``PolicyParityScenario/Command``), runs the script in both
+/// styles, and compares the logs with the one the test writes down: every event with its attempt (number, attempts
+/// allowed, retries left, elapsed time since its trial started), error and next step, each value where it was
+/// delivered, the final result; and the timers the driver moved time through.
+///
+/// What the styles cannot share, and so is not compared: the completion handler's summary (the `finished` event
+/// carries the same one) and the end of an async `values` loop cancelled from outside (not scripted here; a
+/// cancelled sequence returns `nil` where the callback style calls its completion with `CancellationError`).
+@Suite("Parity of gated and repeating policies", .timeLimit(.minutes(1)))
+struct PolicyParityTests {
+    private func attempt(_ number: Int, of maxAttempts: Int, at elapsed: Duration) -> RetryAttempt {
+        RetryAttempt(number: number, maxAttempts: maxAttempts, elapsed: elapsed)
+    }
+
+    /// Runs `scenario` in both styles and compares each run with `expected`, or with `inherent[style]` for a style
+    /// whose run differs by design (each test says why).
+    private func expectPolicyParity(
+        _ scenario: PolicyParityScenario, expected: ParityRun, inherent: [PolicyParityStyle: ParityRun] = [:],
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        for style in PolicyParityStyle.allCases {
+            let run = await runPolicyParity(scenario, style)
+            let expected = inherent[style] ?? expected
+            #expect(run.log == expected.log, "\(style)", sourceLocation: sourceLocation)
+            #expect(run.waits == expected.waits, "\(style)", sourceLocation: sourceLocation)
+            #expect(run.tokens == expected.tokens, "\(style)", sourceLocation: sourceLocation)
+        }
+    }
+
+    // MARK: - Gated
+
+    @Test(
+        "Gated: waits while false burn no attempt; false during a wait abandons the trial; reopened, it starts afresh")
+    func falseDuringAWait() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 3, condition: .some(false), steps: [],
+            script: [.idle(.seconds(60)), .set(true), .halfWait, .set(false), .idle(.seconds(10)), .set(true), .toEnd])
+        let t1 = attempt(1, of: 3, at: .zero)
+        let expected = ParityRun(
+            log: [
+                // Trial 1, opened after 60 s: its wait is cut short halfway by the condition; no event says so.
+                .started(t1), .failed(t1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                // Trial 2, 10.5 s later: all three attempts again, the same waits.
+                .started(t1), .failed(t1, error: "TestError(2)", next: .retry(after: .seconds(1))),
+                .started(attempt(2, of: 3, at: .seconds(1))),
+                .failed(attempt(2, of: 3, at: .seconds(1)), error: "TestError(3)", next: .retry(after: .seconds(2))),
+                .started(attempt(3, of: 3, at: .seconds(3))),
+                .failed(attempt(3, of: 3, at: .seconds(3)), error: "TestError(4)", next: .giveUp(.exhausted)),
+                .finished(
+                    RetrySummary(reason: .exhausted, attempts: 4, elapsed: .milliseconds(73_500)),
+                    error: "TestError(4)"),
+                .result("error TestError(4)"),
+            ],
+            waits: [.seconds(1), .seconds(1), .seconds(2)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Gated: false during an attempt cancels it (reported as a cancelled failure); the next trial succeeds")
+    func falseDuringAnAttempt() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true), steps: [.fail, .hang, .succeed],
+            script: [.wait, .hang, .set(false), .idle(.seconds(5)), .set(true), .toEnd])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let a2 = attempt(2, of: 5, at: .seconds(1))
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
+                .started(a1), .succeeded(a1, value: "v3"),
+                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(6)), error: nil),
+                .result("value v3"),
+            ],
+            waits: [.seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Gated: the condition ends while false: conditionEnded with the last attempt's error")
+    func endsWhileFalse() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true), steps: [],
+            script: [.halfWait, .set(false), .idle(.seconds(2)), .finish])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let ended = "RetryError(retry condition ended while false after 1 attempt; last error: TestError(1))"
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .finished(
+                    RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .milliseconds(2_500)), error: ended),
+                .result("error \(ended)"),
+            ],
+            waits: [.seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Gated: a condition that never had a value ends: conditionEnded without an attempt")
+    func endsWithoutAValue() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(nil), steps: [], script: [.idle(.seconds(5)), .finish])
+        let ended = "RetryError(retry condition ended while false after 0 attempts)"
+        let expected = ParityRun(
+            log: [
+                .finished(RetrySummary(reason: .conditionEnded, attempts: 0, elapsed: .seconds(5)), error: ended),
+                .result("error \(ended)"),
+            ],
+            waits: [])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Gated: false, then true again, during a wait: the trial is abandoned and the next one starts at once")
+    func flickerDuringAWait() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 2, condition: .some(true), steps: [.fail, .fail, .succeed],
+            script: [.halfWait, .set(false), .set(true), .toEnd])
+        let a1 = attempt(1, of: 2, at: .zero)
+        let a2 = attempt(2, of: 2, at: .seconds(1))
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
+                .started(a2), .succeeded(a2, value: "v3"),
+                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .milliseconds(1_500)), error: nil),
+                .result("value v3"),
+            ],
+            waits: [.seconds(1), .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Gated: the total timeout restarts with each trial; the run ends with the trial's deadline")
+    func totalTimeoutPerTrial() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true), totalTimeout: .seconds(4), steps: [],
+            script: [.wait, .halfWait, .set(false), .idle(.seconds(30)), .set(true), .toEnd])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let a2 = attempt(2, of: 5, at: .seconds(1))
+        let a3 = attempt(3, of: 5, at: .seconds(3))
+        let deadline = "RetryError(retry deadline exceeded after 3 attempts in 3.0 seconds; last error: TestError(5))"
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: .seconds(2))),
+                // abandoned halfway through that wait; 30 s later, a trial with its own 4 s
+                .started(a1), .failed(a1, error: "TestError(3)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(4)", next: .retry(after: .seconds(2))),
+                .started(a3), .failed(a3, error: "TestError(5)", next: .giveUp(.deadlineExceeded)),
+                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 5, elapsed: .seconds(35)), error: deadline),
+                .result("error \(deadline)"),
+            ],
+            waits: [.seconds(1), .seconds(2), .seconds(1), .seconds(2)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Gated: an attempt timeout, then the condition closes during the next attempt")
+    func attemptTimeoutThenClosedDuringAnAttempt() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true), attemptTimeout: .seconds(3), steps: [.hang, .hang, .succeed],
+            script: [.wait, .wait, .hang, .set(false), .idle(.seconds(10)), .set(true), .toEnd])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let a2 = attempt(2, of: 5, at: .seconds(4))
+        let expected = ParityRun(
+            log: [
+                .started(a1),
+                .failed(
+                    a1, error: "RetryError(attempt timed out after 1 attempt in 3.0 seconds)",
+                    next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
+                .started(a1), .succeeded(a1, value: "v3"),
+                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(14)), error: nil),
+                .result("value v3"),
+            ],
+            waits: [.seconds(3), .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Gated: one shared budget pays for the retries of every trial, and refusing ends the run")
+    func budgetAcrossTrials() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true),
+            budget: ParityBudget(capacity: 15, retryCost: 5, timeoutRetryCost: 10), steps: [],
+            script: [.halfWait, .set(false), .idle(.seconds(1)), .set(true), .toEnd])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let a2 = attempt(2, of: 5, at: .seconds(1))
+        let a3 = attempt(3, of: 5, at: .seconds(3))
+        let refused = "RetryError(retry budget exhausted after 3 attempts in 3.0 seconds; last error: TestError(4))"
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(3)", next: .retry(after: .seconds(2))),
+                .started(a3), .failed(a3, error: "TestError(4)", next: .giveUp(.budgetExhausted)),
+                .finished(
+                    RetrySummary(reason: .budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500)), error: refused),
+                .result("error \(refused)"),
+            ],
+            waits: [.seconds(1), .seconds(1), .seconds(2)], tokens: 0)
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    /// Inherent to the styles: a completion-handler attempt that is cancelled is over, so a value it delivers later
+    /// (here from its cancel hook) is ignored, and the run waits for the condition; an async attempt cannot be stopped,
+    /// only asked to stop, so a value it returns anyway is the run's result (as `RetryPolicy.execute(clock:)`
+    /// documents). Up to the interruption both styles log the same.
+    @Test("Gated: an attempt that delivers a value after the condition closed (an inherent difference)")
+    func lateValueAfterTheConditionClosed() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true), steps: [.fail, .hangThenLateValue],
+            script: [.wait, .hang, .set(false), .finish])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let a2 = attempt(2, of: 5, at: .seconds(1))
+        let before: [ParityEntry] = [
+            .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))), .started(a2),
+        ]
+        let ended = "RetryError(retry condition ended while false after 2 attempts; last error: TestError(1))"
+        let callback = ParityRun(
+            log: before + [
+                .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
+                .finished(RetrySummary(reason: .conditionEnded, attempts: 2, elapsed: .seconds(1)), error: ended),
+                .result("error \(ended)"),
+            ],
+            waits: [.seconds(1)])
+        let async = ParityRun(
+            log: before + [
+                .succeeded(a2, value: "late v2"),
+                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: .seconds(1)), error: nil),
+                .result("value late v2"),
+            ],
+            waits: [.seconds(1)])
+        await expectPolicyParity(scenario, expected: callback, inherent: [.async: async])
+    }
+
+    // MARK: - Repeating
+
+    @Test("Repeating: the same values, attempts and pauses over four rounds with failures in between")
+    func repeating() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 3, condition: nil, repeatDelay: .seconds(10),
+            steps: [.fail, .succeed, .succeed, .fail, .fail, .succeed], script: [.toEnd])
+        let a1 = attempt(1, of: 3, at: .zero)
+        let a2 = attempt(2, of: 3, at: .seconds(1))
+        let a3 = attempt(3, of: 3, at: .seconds(3))
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .started(a2), .succeeded(a2, value: "v2"), .result("value v2"),
+                .started(a1), .succeeded(a1, value: "v3"), .result("value v3"),
+                .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(5)", next: .retry(after: .seconds(2))),
+                .started(a3), .succeeded(a3, value: "v6"), .result("value v6"),
+                .started(a1), .failed(a1, error: "TestError(7)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(8)", next: .retry(after: .seconds(2))),
+                .started(a3), .failed(a3, error: "TestError(9)", next: .giveUp(.exhausted)),
+                .finished(RetrySummary(reason: .exhausted, attempts: 9, elapsed: .seconds(37)), error: "TestError(9)"),
+                .result("error TestError(9)"),
+            ],
+            waits: [
+                .seconds(1), .seconds(10), .seconds(10), .seconds(1), .seconds(2), .seconds(10), .seconds(1),
+                .seconds(2),
+            ])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Repeating and gated: the pause ignores the condition; the next trial waits for it")
+    func repeatingAndGated() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 2, condition: .some(true), repeatDelay: .seconds(10),
+            steps: [.succeed, .fail, .succeed],
+            script: [.halfWait, .set(false), .restOfWait, .idle(.seconds(20)), .set(true), .toEnd])
+        let a1 = attempt(1, of: 2, at: .zero)
+        let a2 = attempt(2, of: 2, at: .seconds(1))
+        let expected = ParityRun(
+            log: [
+                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
+                .started(a2), .succeeded(a2, value: "v3"), .result("value v3"),
+                .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(5)", next: .giveUp(.exhausted)),
+                .finished(RetrySummary(reason: .exhausted, attempts: 5, elapsed: .seconds(42)), error: "TestError(5)"),
+                .result("error TestError(5)"),
+            ],
+            waits: [.seconds(10), .seconds(5), .seconds(1), .seconds(10), .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    /// Inherent to the styles: cancelling a callback repetition calls its completion with `CancellationError`; a
+    /// cancelled `values` sequence ends (returns `nil`), as an `AsyncSequence` does. Both emit the same `finished`.
+    @Test("Repeating: cancelled during a pause: the same events; the callback completes with CancellationError")
+    func repeatingCancelledDuringAPause() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 3, condition: nil, repeatDelay: .seconds(10), steps: [.succeed, .fail, .succeed],
+            script: [.wait, .wait, .halfWait, .cancel])
+        let a1 = attempt(1, of: 3, at: .zero)
+        let a2 = attempt(2, of: 3, at: .seconds(1))
+        let events: [ParityEntry] = [
+            .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+            .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
+            .started(a2), .succeeded(a2, value: "v3"), .result("value v3"),
+            .finished(
+                RetrySummary(reason: .cancelled, attempts: 3, elapsed: .seconds(16)), error: "CancellationError()"),
+        ]
+        let waits: [Duration] = [.seconds(10), .seconds(1), .seconds(10)]
+        await expectPolicyParity(
+            scenario, expected: ParityRun(log: events + [.result("error CancellationError()")], waits: waits),
+            inherent: [.async: ParityRun(log: events + [.result("end of the values")], waits: waits)])
+    }
+}
