@@ -209,7 +209,7 @@ struct ParityBudget: Sendable {
         let other: RetryHandle<String> = retry(
             maxAttempts: retriesByOthers + 1, budget: budget, on: DispatchQueue(label: "parity-other"),
             scheduler: scheduler, operation: { attempt, done in done(.failure(TestError(-attempt.number))) },
-            completion: { (_: Result<String, any Error>) in })
+            completion: { (_: Result<String, any Error>, _) in })
         scheduler.run()
         #expect(other.isFinished, "the other retrier ran on virtual time")
         return budget
