@@ -14,7 +14,9 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
 /// The runner behind the observed `retry` overloads and
 /// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``.
 ///
-/// It carries out the state machine's actions one after the other in the caller's isolation and emits the same
+/// An adapter over the one async runner (``runAsyncRetry(machine:observed:tolerance:clock:isolation:now:runAttempt:interruption:strategy:observe:)``,
+/// with the machine in the frame): it turns the machine's actions into events, and an attempt's timeout or
+/// cancellation into the machine's inputs. The runner carries out the actions in the caller's isolation and emits the same
 /// events as every other runner (``RetryTermination/events(value:)`` for the last ones). Time is
 /// `start.duration(to: clock.now)`. How one attempt runs (and how a timeout interrupts it) is `runAttempt`'s
 /// business; it receives the instant at which the attempt times out, if it can.
@@ -38,60 +40,48 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     observer: (RetryEvent<Value>) -> Void
 ) async throws -> Value where C.Duration == Duration {
     let start = clock.now
-    func elapsed() -> Duration { start.duration(to: clock.now) }
-
-    var machine = RetryStateMachine(configuration)
-    // Cancellation is checked before the machine is asked for each attempt (here and after each wait).
-    var action = Task.isCancelled ? machine.cancel(at: .zero) : machine.start(at: .zero)
-    var value: Value?
-    var clockError: (any Error)?
-    while true {
-        switch action {
-        case .run(let attempt, let timeout):
-            observer(.attemptStarted(attempt))
-            let deadline = timeout.map { clock.now.advanced(by: $0) }
-            switch await runAttempt(attempt, deadline) {
+    // What the machine's actions said, for the attempt, the strategy and the last events.
+    var running: (attempt: RetryAttempt, timeout: Duration?)?
+    var consulted: (any Error)?
+    var value: Value?  // the successful attempt's, for its event
+    var interruption = AsyncAttemptInterruption.none
+    var machine = AsyncRetryFrameMachine(configuration)
+    return try await runAsyncRetry(
+        machine: &machine, observed: true, tolerance: tolerance, clock: clock,
+        isolation: isolation,
+        now: { start.duration(to: clock.now) },
+        runAttempt: { (number: Int) async throws(any Error) -> Value in
+            interruption = .none
+            guard let (attempt, timeout) = running, attempt.number == number else { throw AsyncRetry.inconsistency() }
+            switch await runAttempt(attempt, timeout.map { clock.now.advanced(by: $0) }) {
             case .succeeded(let result):
                 value = result
-                action = machine.attemptSucceeded(attempt.number, at: elapsed())
+                return result
             case .failed(let error):
-                action =
-                    Task.isCancelled
-                    ? machine.cancel(at: elapsed())
-                    : machine.attemptFailed(attempt.number, error: error, at: elapsed())
+                throw error
             case .timedOut:
-                action =
-                    Task.isCancelled
-                    ? machine.cancel(at: elapsed())
-                    : machine.attemptTimedOut(attempt.number, at: elapsed())
+                interruption = .timedOut
+                throw RetryError(.attemptTimedOut)  // not seen: the machine makes the attempt's error
             case .cancelled:
-                action = machine.cancel(at: elapsed())
+                interruption = .cancelled
+                throw CancellationError()
             }
-        case .consultStrategy(let context, let error):
-            action = machine.decide(context.resolve(strategy(error)), at: elapsed())
-        case .retry(let delay, let failed, let error):
-            observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
-            if delay > .zero {
-                do {
-                    try await AsyncRetry.sleep(for: delay, tolerance: tolerance, clock: clock)
-                } catch {
-                    let thrown = AsyncRetry.sleepError(error)
-                    if !(thrown is CancellationError) { clockError = thrown }
-                    action = machine.cancel(at: elapsed())
-                    continue
-                }
+        },
+        interruption: { interruption },
+        strategy: { error in strategy(consulted ?? error) },
+        observe: { action in
+            switch action {
+            case .run(let attempt, let timeout):
+                running = (attempt, timeout)
+                observer(.attemptStarted(attempt))
+            case .consultStrategy(_, let error):
+                consulted = error
+            case .retry(let delay, let failed, let error):
+                observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
+            case .finish(let termination):
+                termination.forEachEvent(value: value) { observer($0) }
+            case .none:
+                break
             }
-            action = Task.isCancelled ? machine.cancel(at: elapsed()) : machine.waitElapsed(at: elapsed())
-        case .finish(var termination):
-            if let clockError {
-                termination = RetryTermination(
-                    summary: termination.summary, error: clockError, failedAttempt: nil, succeededAttempt: nil)
-            }
-            termination.forEachEvent(value: value) { observer($0) }
-            if termination.error == nil, let value { return value }
-            throw termination.error ?? AsyncRetry.inconsistency()
-        case .none:
-            throw AsyncRetry.inconsistency()
-        }
-    }
+        })
 }

@@ -75,19 +75,59 @@ public func retry<R, E, C>(
     operation: () async throws(E) -> sending R,
     strategy: (E) -> RetryStrategy<C> = { _ in .backoff(.none) }
 ) async throws -> sending R where C: Clock, E: Error {
-    // Always inlined (with the state machine): as a call of its own, this async function would cost an async frame and
+    // Always inlined (with the async runner): as a call of its own, this async function would cost an async frame and
     // an executor hop after every attempt, about twice the cost of everything else it does.
-    // Time is not observable through this overload (no deadline, no events), so the state machine is fed a constant
-    // `now` and the clock is only touched to sleep: the fast path reads no clock at all.
-    // Cancellation is checked before the machine is asked for each attempt (here and after each wait), so that a
-    // cancelled task reports the attempts that really ran.
-    // Only a reference to the machine and a small `AsyncRetryStep` live across the awaits: the machine's actions
-    // (large enums) are turned into steps right away, and the machine itself lives on the heap, created when the first
-    // attempt fails (it is fed the same `start` again, then that failure: the machine is a pure function of its
-    // events). A call that succeeds at once allocates nothing, and a task waiting in `retry` needs no second slab of
-    // task memory (a kilobyte) beyond what a task sleeping on its own needs.
-    var machine: AsyncRetryMachine?
-    var step = AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, budget: budget, cancelled: Task.isCancelled)
+    // Time is not observable through this overload (no deadline, no events), so the runner is fed a constant `now`,
+    // observes nothing, and keeps no machine until the first attempt fails: the fast path reads no clock at all.
+    var machine = AsyncRetryHeapMachine(maxAttempts: maxAttempts, budget: budget)
+    return try await runAsyncRetry(
+        machine: &machine, observed: false,
+        tolerance: tolerance, clock: clock, isolation: isolation, now: { .zero },
+        runAttempt: { (_: Int) async throws(E) -> sending R in try await operation() },
+        strategy: strategy, observe: { _ in })
+}
+
+/// The async runner: the one loop that runs attempts for every async entry point (the basic `retry`, the observed
+/// `retry` and `withRetry` through ``runObservedRetry(configuration:tolerance:clock:isolation:runAttempt:strategy:observer:)``,
+/// policies, their trials and repetitions, the HTTP layer). It carries out the state machine's actions in the
+/// caller's isolation; the completion-handler runner is the only other place that runs attempts.
+///
+/// Two shapes, one loop, specialized for each (`machine`'s type, and `observed`, a constant where it is inlined):
+/// - **basic** (``AsyncRetryHeapMachine``, `observed == false`): time is not observable, so the machine is fed a
+///   constant `now` and nothing is observed. The machine lives on the heap only from the first failure on (it is fed
+///   the same `start` again, then that failure: the machine is a pure function of its events). A call that succeeds
+///   at once allocates nothing, and only a reference to the machine and a small ``AsyncRetryStep`` live across the
+///   awaits, so a task waiting in the basic `retry` needs no more task memory than a task sleeping on its own.
+/// - **observed** (``AsyncRetryFrameMachine``): `now` is the time since the call, and every action the machine takes
+///   is shown to `observe` first (the events, the running attempt and its timeout, the error the strategy is asked
+///   about).
+///
+/// Cancellation is checked before the machine is asked for each attempt (here and after each wait), so that a
+/// cancelled task reports the attempts that really ran.
+///
+/// - Parameters:
+///   - machine: Where the state machine is kept, and how it is fed. `inout`, so that it lives in the caller's frame
+///     once: passed as a value, the basic shape's frame outgrows the task allocator's first slab (a kilobyte more per
+///     waiting task).
+///   - runAttempt: Runs attempt `number`: its value, or its error.
+///   - interruption: Asked (observed shape only) when an attempt threw: whether it timed out or was cancelled instead.
+///   - observe: Sees every action of the machine, in order, before it is carried out (`{ _ in }` for the basic shape,
+///     whose machine never calls it).
+@inlinable
+@inline(__always)
+func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
+    machine: inout M,
+    observed: Bool,
+    tolerance: C.Duration?,
+    clock: C,
+    isolation: isolated (any Actor)?,
+    now: () -> Duration,
+    runAttempt: (_ number: Int) async throws(E) -> sending R,
+    interruption: () -> AsyncAttemptInterruption = { .none },
+    strategy: (E) -> RetryStrategy<C>,
+    observe: (borrowing RetryStateMachine.Action) -> Void
+) async throws -> sending R where C: Clock, E: Error {
+    var step = machine.begin(cancelled: Task.isCancelled, at: .zero, observe: observe)  // `now` is zero at the call
     var failure: E?
     // A clock whose duration is not `Swift.Duration`: the wait the strategy asked for, in the clock's own unit (the
     // machine was told to retry with no delay of its own). Always `nil` for a `Swift.Duration` clock.
@@ -96,44 +136,60 @@ public func retry<R, E, C>(
         switch step {
         case .run(let number):
             do throws(E) {
-                // Without a budget nothing reads the machine after a success (no events through this overload): it is
-                // not told, and simply dropped. With one, the success refunds the budget.
-                let value = try await operation()
-                if let budget { AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget) }
+                let value = try await runAttempt(number)
+                machine.succeeded(number, at: now(), observe: observe)
                 return value
             } catch {
                 let cancelled = Task.isCancelled
                 if !cancelled { failure = error }
-                let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts, budget: budget)
-                machine = started
-                step = started.failed(number, AsyncRetry.erased(error), cancelled: cancelled)
+                switch observed ? interruption() : .none {
+                case .none:
+                    step = machine.failed(
+                        number, AsyncRetry.erased(error), cancelled: cancelled, at: now(), observe: observe)
+                case .timedOut:
+                    // The attempt's timer fired first: the machine decides (the total deadline may have passed too).
+                    step = machine.timedOut(number, cancelled: cancelled, at: now(), observe: observe)
+                case .cancelled:
+                    step = machine.failed(
+                        number, AsyncRetry.erased(error), cancelled: true, at: now(), observe: observe)
+                }
             }
         case .consult(let context):
-            // `failure` and `machine` are always set here: the machine only asks after `attemptFailed`.
-            guard let error = failure, let machine else { throw AsyncRetry.inconsistency() }
+            // `failure` is always set here: the machine only asks after a failure.
+            guard let error = failure else { throw AsyncRetry.inconsistency() }
             failure = nil
             let (decision, wait) = strategy(error).resolved(in: context)
             clockWait = wait
-            step = machine.decided(decision, waitsOnClock: wait != nil, cancelled: Task.isCancelled)
+            step = machine.decided(
+                decision, waitsOnClock: wait != nil, cancelled: Task.isCancelled, at: now(), observe: observe)
         case .wait(let delay):
-            guard let machine else { throw AsyncRetry.inconsistency() }  // always set after a failure
             if let wait = try AsyncRetry.wait(delay, orClockWait: clockWait) {
                 clockWait = nil
                 do {
                     try await AsyncRetry.sleep(for: wait, tolerance: tolerance, clock: clock)
                 } catch {
-                    machine.cancel()
-                    throw AsyncRetry.sleepError(error)
+                    throw machine.sleepFailed(AsyncRetry.sleepError(error), at: now(), observe: observe)
                 }
             }
-            step = machine.waited(cancelled: Task.isCancelled)
+            step = machine.waited(cancelled: Task.isCancelled, at: now(), observe: observe)
         case .fail(let error):
             throw error
         }
     }
 }
 
-/// What the basic `retry` does next: the part of a state machine action it needs, and nothing more.
+/// How an attempt of the observed shape that threw ended, beyond its error.
+@usableFromInline
+enum AsyncAttemptInterruption {
+    /// It failed with its error.
+    case none
+    /// Its timer (per-attempt timeout or the rest of the total timeout) fired first.
+    case timedOut
+    /// The task was cancelled while it was waited for.
+    case cancelled
+}
+
+/// What the async runner does next: the part of a state machine action it needs, and nothing more.
 @usableFromInline
 enum AsyncRetryStep {
     /// Run attempt `number`.
@@ -145,6 +201,7 @@ enum AsyncRetryStep {
     /// Give up with this error.
     case fail(any Error)
 
+    @usableFromInline
     init(_ action: consuming RetryStateMachine.Action) {
         switch consume action {
         case .run(let attempt, _): self = .run(attempt.number)
@@ -153,6 +210,188 @@ enum AsyncRetryStep {
         case .finish(let termination): self = .fail(termination.error ?? AsyncRetry.inconsistency())
         case .none: self = .fail(AsyncRetry.inconsistency())
         }
+    }
+}
+
+/// Where the async runner keeps its state machine, and how it feeds it: the one loop
+/// (``runAsyncRetry(machine:observed:tolerance:clock:isolation:now:runAttempt:interruption:strategy:observe:)``)
+/// is generic over it, so that each shape runs specialized, with no indirection of its own.
+///
+/// Every method feeds the machine one event and returns the runner's next step, showing the machine's action to
+/// `observe` first.
+@usableFromInline
+protocol AsyncRetryMachineHolder {
+    mutating func begin(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+        -> AsyncRetryStep
+    mutating func succeeded(_ number: Int, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func failed(
+        _ number: Int, _ error: any Error, cancelled: Bool, at now: Duration,
+        observe: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep
+    mutating func timedOut(
+        _ number: Int, cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep
+    mutating func decided(
+        _ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at now: Duration,
+        observe: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep
+    mutating func waited(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+        -> AsyncRetryStep
+    /// The clock's sleep threw `error` (`CancellationError` when the task was cancelled): the retrier ends with it.
+    /// Returns the error to throw.
+    mutating func sleepFailed(
+        _ error: any Error, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+    )
+        -> any Error
+}
+
+/// The basic `retry`'s machine: on the heap, from the first failure on (see ``AsyncRetryMachine``); time and events
+/// are not observable, so `now` and `observe` are ignored.
+@usableFromInline
+struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
+    @usableFromInline var machine: AsyncRetryMachine?
+    @usableFromInline let maxAttempts: Int
+    @usableFromInline let budget: RetryBudget?
+
+    @inlinable
+    init(maxAttempts: Int, budget: RetryBudget?) {
+        self.maxAttempts = maxAttempts
+        self.budget = budget
+    }
+
+    @inlinable @inline(__always)
+    mutating func begin(cancelled: Bool, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void)
+        -> AsyncRetryStep
+    {
+        AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, budget: budget, cancelled: cancelled)
+    }
+
+    @inlinable @inline(__always)
+    mutating func succeeded(_ number: Int, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void) {
+        // Without a budget nothing reads the machine after a success: it is not told, and simply dropped. With one,
+        // the success refunds the budget.
+        if let budget { AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget) }
+    }
+
+    @inlinable @inline(__always)
+    mutating func failed(
+        _ number: Int, _ error: any Error, cancelled: Bool, at _: Duration,
+        observe _: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep {
+        let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts, budget: budget)
+        machine = started
+        return started.failed(number, error, cancelled: cancelled)
+    }
+
+    @inlinable @inline(__always)
+    mutating func timedOut(
+        _ number: Int, cancelled: Bool, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep {
+        .fail(AsyncRetry.inconsistency())  // the basic `retry` has no attempt timeout
+    }
+
+    @inlinable @inline(__always)
+    mutating func decided(
+        _ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at _: Duration,
+        observe _: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep {
+        guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
+        return machine.decided(decision, waitsOnClock: waitsOnClock, cancelled: cancelled)
+    }
+
+    @inlinable @inline(__always)
+    mutating func waited(cancelled: Bool, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void)
+        -> AsyncRetryStep
+    {
+        guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
+        return machine.waited(cancelled: cancelled)
+    }
+
+    @inlinable @inline(__always)
+    mutating func sleepFailed(
+        _ error: any Error, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void
+    ) -> any Error {
+        machine?.cancel()
+        return error
+    }
+}
+
+/// The observed shape's machine: a value in the runner's frame, fed the time since the call; every action is shown
+/// to `observe` (the events, the running attempt and its timeout, the error the strategy is asked about).
+@usableFromInline
+struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
+    @usableFromInline var machine: RetryStateMachine
+
+    @inlinable
+    init(_ configuration: RetryConfiguration) {
+        machine = RetryStateMachine(configuration)
+    }
+
+    @inlinable @inline(__always)
+    func step(_ action: consuming RetryStateMachine.Action, _ observe: (borrowing RetryStateMachine.Action) -> Void)
+        -> AsyncRetryStep
+    {
+        observe(action)
+        return AsyncRetryStep(action)
+    }
+
+    @inlinable @inline(__always)
+    mutating func begin(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+        -> AsyncRetryStep
+    {
+        step(cancelled ? machine.cancel(at: now) : machine.start(at: now), observe)
+    }
+
+    @inlinable @inline(__always)
+    mutating func succeeded(_ number: Int, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void) {
+        observe(machine.attemptSucceeded(number, at: now))
+    }
+
+    @inlinable @inline(__always)
+    mutating func failed(
+        _ number: Int, _ error: any Error, cancelled: Bool, at now: Duration,
+        observe: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep {
+        step(cancelled ? machine.cancel(at: now) : machine.attemptFailed(number, error: error, at: now), observe)
+    }
+
+    @inlinable @inline(__always)
+    mutating func timedOut(
+        _ number: Int, cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep {
+        step(cancelled ? machine.cancel(at: now) : machine.attemptTimedOut(number, at: now), observe)
+    }
+
+    @inlinable @inline(__always)
+    mutating func decided(
+        _ decision: RetryDecision, waitsOnClock _: Bool, cancelled _: Bool, at now: Duration,
+        observe: (borrowing RetryStateMachine.Action) -> Void
+    ) -> AsyncRetryStep {
+        // Every retry, even one without delay, goes through a `wait` step, where cancellation is checked.
+        step(machine.decide(decision, at: now), observe)
+    }
+
+    @inlinable @inline(__always)
+    mutating func waited(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+        -> AsyncRetryStep
+    {
+        step(cancelled ? machine.cancel(at: now) : machine.waitElapsed(at: now), observe)
+    }
+
+    @inlinable @inline(__always)
+    mutating func sleepFailed(
+        _ error: any Error, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+    ) -> any Error {
+        guard case .finish(let termination) = machine.cancel(at: now) else { return error }
+        if error is CancellationError {
+            observe(.finish(termination))
+        } else {
+            observe(
+                .finish(
+                    RetryTermination(
+                        summary: termination.summary, error: error, failedAttempt: nil, succeededAttempt: nil)))
+        }
+        return error
     }
 }
 
