@@ -56,9 +56,9 @@ enum ErasedOutcome: Sendable {
 
 /// The typed side of a retrier: the user's closures, wrapped where the value type is known (see
 /// `startCallbackRetrier`), so that the runner itself needs no generic code. Dropped by the runner as soon as the
-/// retrier finishes.
+/// retrier finishes. A struct kept in the runner's state, not an object of its own: one allocation less per retrier.
 @usableFromInline
-final class CallbackClient: Sendable {
+struct CallbackClient: Sendable {
     /// Calls the operation with a completion that reports to the sink.
     let run: @Sendable (RetryAttempt, any AttemptSink) -> Void
     /// The strategy closure.
@@ -118,9 +118,9 @@ package struct CallbackRunnerState {
     /// this one does nothing.
     var timer: PendingTimer?
     /// How the retrier ended and the successful attempt's value, from the machine's `finish` until `deliver` takes
-    /// them (kept here rather than in the step, which stays small and cheap to move).
-    var termination: RetryTermination?
-    var value: ErasedValue?
+    /// them: boxed (a termination is about 170 bytes; every waiting retrier would carry that space), and kept here rather
+    /// than in the step, which stays small and cheap to move.
+    var finish: CallbackFinish?
     /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
     var outcome: ErasedOutcome?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
@@ -163,6 +163,17 @@ struct CallbackStep {
     var timer: PendingTimer?
     var context = RetryDecisionContext(retryIndex: 0, previousDelay: nil)
     var error: (any Error)?
+}
+
+/// How a retrier ended, boxed: see ``CallbackRunnerState/finish``.
+final class CallbackFinish: Sendable {
+    let termination: RetryTermination
+    let value: ErasedValue?
+
+    init(_ termination: RetryTermination, value: ErasedValue?) {
+        self.termination = termination
+        self.value = value
+    }
 }
 
 /// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
@@ -402,16 +413,22 @@ package final class CallbackRunner: Sendable {
     }
 
     /// `record`'s operation returned: handles the result it left, or its completion released uncalled, if any.
-    private func operationReturned(_ record: inout CallbackAttempt) -> CallbackStep {
+    /// `reusable` tells whether nobody else holds the record any more and it is done with, so that the next attempt may
+    /// reuse it.
+    private func operationReturned(_ record: inout CallbackAttempt, reusable: inout Bool) -> CallbackStep {
         let now = elapsed
         // Nobody else holds the record: the operation let go of its completion without calling it (or was not called).
+        // Nobody can take a new reference either, so this stays true.
         let alone = isKnownUniquelyReferenced(&record)
         return transition { s, effects in
             record.calling = false
+            // Read under the lock: the completion's last holder may have called it from another thread.
+            reusable = alone && record.state != .pending
             if let early = record.early.take() {
                 return resultTransition(record.number, early, at: now, &s, &effects)
             }
             guard alone, record.state == .pending else { return CallbackStep() }
+            reusable = true
             record.state = .ignored
             guard s.isCurrent(record) else { return CallbackStep() }
             effects.dropped = s.hook.take()
@@ -513,8 +530,7 @@ package final class CallbackRunner: Sendable {
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = nil
-            s.termination = termination
-            s.value = value
+            s.finish = CallbackFinish(termination, value: value)
             return CallbackStep(kind: .finish)
         }
     }
@@ -543,8 +559,9 @@ package final class CallbackRunner: Sendable {
                 if !(observes || step.timer != nil) || isCurrent(record) {
                     client.run(attempt, record)
                 }
-                step = operationReturned(&record)
-                if record.state != .pending, isKnownUniquelyReferenced(&record) { spare = record }
+                var reusable = false
+                step = operationReturned(&record, reusable: &reusable)
+                if reusable { spare = record }
             case .consult:
                 let decision = step.context.resolve(client.strategy(step.error ?? RetryError(.missingResult)))
                 let now = elapsed
@@ -602,13 +619,12 @@ package final class CallbackRunner: Sendable {
 
     /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue.
     private func deliver(_ client: CallbackClient) {
-        let (termination, value, duplicates): (RetryTermination?, ErasedValue?, [RetryAttempt]) = withLock { s in
-            defer { s.value = nil }
-            return (s.termination.take(), s.value, s.duplicates.isEmpty ? [] : takeDuplicates(&s))
+        let (finish, duplicates): (CallbackFinish?, [RetryAttempt]) = withLock { s in
+            (s.finish.take(), s.duplicates.isEmpty ? [] : takeDuplicates(&s))
         }
-        guard let termination else { return }
-        client.finish(termination, value, duplicates)
-        let outcome = ErasedOutcome(termination, value: value)
+        guard let finish else { return }
+        client.finish(finish.termination, finish.value, duplicates)
+        let outcome = ErasedOutcome(finish.termination, value: finish.value)
         let waiters: [CheckedContinuation<ErasedValue, any Error>] = withLock { s in
             s.outcome = outcome
             let waiters = s.waiters
