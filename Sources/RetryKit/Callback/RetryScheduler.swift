@@ -46,7 +46,7 @@ public protocol RetryScheduler: Sendable {
 
 extension RetryScheduler where Self == DispatchTimerScheduler {
     /// The production scheduler: `DispatchQueue.async` and one-shot `DispatchSourceTimer`s, the one way to name it
-    /// (``DispatchTimerScheduler`` is public only as the type of this value).
+    /// (``DispatchTimerScheduler`` is visible only as the type of this value).
     public static var dispatch: DispatchTimerScheduler { DispatchTimerScheduler() }
 }
 
