@@ -46,10 +46,10 @@ public final class VirtualClock: Clock, Sendable {
     /// An instant on a virtual timeline: the time since the clock's origin.
     public struct Instant: InstantProtocol, CustomStringConvertible {
         /// The time since the origin (``zero``).
-        public var offset: Duration
+        package var offset: Duration
 
-        /// The instant `offset` after the origin.
-        public init(offset: Duration) {
+        /// The instant `offset` after the origin; outside RetryKit, write `.zero.advanced(by: offset)`.
+        package init(offset: Duration) {
             self.offset = offset
         }
 
