@@ -23,7 +23,7 @@ import RetryKit
 ///
 /// - ``waitForSleepers(_:)`` suspends until the given number of sleepers are pending, so a test knows the code under
 ///   test has reached its sleep.
-/// - ``advance(by:)`` and ``run(until:)`` wake due sleepers one at a time in order of
+/// - ``advance(by:)`` and `run(until:)` wake due sleepers one at a time in order of
 ///   (deadline, registration): sleepers due at the same instant wake first-in first-out. Before waking a sleeper,
 ///   ``now`` is set to its deadline; the next one is woken only after the previous one's `sleep` has returned.
 /// - A woken task then runs concurrently with the test. Its reads of ``now`` see at least its deadline; if the same
@@ -144,7 +144,7 @@ public final class VirtualClock: Clock, Sendable {
         state = Locked(State(now: VirtualTime.clamp(now.offset)))
     }
 
-    /// The current virtual time. It changes only through ``advance(by:)`` and ``run(until:)``, and never goes
+    /// The current virtual time. It changes only through ``advance(by:)`` and `run(until:)`, and never goes
     /// backwards.
     public var now: Instant { Instant(offset: state.withLock { $0.now }) }
 
