@@ -46,7 +46,7 @@ public final class VirtualClock: Clock, Sendable {
     /// An instant on a virtual timeline: the time since the clock's origin.
     public struct Instant: InstantProtocol, CustomStringConvertible {
         /// The time since the origin (``zero``).
-        package var offset: Duration
+        public var offset: Duration
 
         /// The instant `offset` after the origin; outside RetryKit, write `.zero.advanced(by: offset)`.
         package init(offset: Duration) {
