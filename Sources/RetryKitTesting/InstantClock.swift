@@ -52,9 +52,3 @@ public struct InstantClock: Clock {
         }
     }
 }
-
-/// `.immediate`, to pass an ``InstantClock`` wherever a clock is expected.
-extension Clock where Self == InstantClock {
-    /// A new ``InstantClock`` starting at ``VirtualClock/Instant/zero``: `retry(clock: .immediate) { … }`.
-    public static var immediate: InstantClock { InstantClock() }
-}

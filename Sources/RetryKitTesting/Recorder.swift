@@ -13,7 +13,7 @@ import RetryKit
 ///     events.append("\(event)")
 /// }
 /// _ = try await handle.value
-/// #expect(events.count == 1)
+/// #expect(events.values.count == 1)
 /// ```
 public final class Recorder<Element: Sendable>: Sendable {
     private let storage = Locked<[Element]>([])
@@ -32,7 +32,7 @@ public final class Recorder<Element: Sendable>: Sendable {
     }
 
     /// The number of elements appended so far.
-    public var count: Int {
+    package var count: Int {
         storage.withLock { $0.count }
     }
 }

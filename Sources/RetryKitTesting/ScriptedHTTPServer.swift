@@ -47,9 +47,9 @@ import RetryKit
 /// All methods are thread-safe.
 public final class ScriptedHTTPServer: Sendable {
     /// The TCP port the server listens on, on 127.0.0.1.
-    public let port: Int
+    package let port: Int
     /// `http://127.0.0.1:<port>`.
-    public let baseURL: URL
+    package let baseURL: URL
 
     private let core: ServerCore
 
@@ -96,7 +96,7 @@ public final class ScriptedHTTPServer: Sendable {
     }
 
     /// Every request received so far, in arrival order.
-    public var requests: [RecordedRequest] {
+    package var requests: [RecordedRequest] {
         core.state.withLock { $0.requests }
     }
 
@@ -138,7 +138,7 @@ extension ScriptedHTTPServer {
 
         let action: Action
         /// How long the server waits after reading the request before it acts.
-        public let delay: Duration
+        package let delay: Duration
 
         init(_ action: Action, delay: Duration = .zero) {
             self.action = action
@@ -209,7 +209,7 @@ extension ScriptedHTTPServer {
         case fallback(Step)
 
         /// `404 Not Found` for every further request.
-        public static var notFound: Exhaustion { .fallback(.respond(404)) }
+        package static var notFound: Exhaustion { .fallback(.respond(404)) }
     }
 
     /// One request the server received.
@@ -228,7 +228,7 @@ extension ScriptedHTTPServer {
         public let receivedAt: ContinuousClock.Instant
 
         /// The value of the first header field named `name`, compared case-insensitively.
-        public func value(forHeader name: String) -> String? {
+        package func value(forHeader name: String) -> String? {
             headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
         }
     }
@@ -236,9 +236,9 @@ extension ScriptedHTTPServer {
     /// A socket call that failed while starting the server, with the C `errno`.
     public struct SocketError: Error, Sendable, CustomStringConvertible {
         /// The failing call, for example `"bind"`.
-        public let operation: String
+        package let operation: String
         /// The `errno` value it left.
-        public let code: Int32
+        package let code: Int32
 
         public var description: String { "ScriptedHTTPServer: \(operation) failed (errno \(code))" }
     }
@@ -517,9 +517,9 @@ final class ServerCore: Sendable {
 /// The port is released by ``close()`` or when the value is deinitialized.
 public final class RefusingPort: Sendable {
     /// The refusing TCP port on 127.0.0.1.
-    public let port: Int
+    package let port: Int
     /// `http://127.0.0.1:<port>`.
-    public let baseURL: URL
+    package let baseURL: URL
     private let descriptor: Locked<Int32?>
 
     /// Reserves a refusing port.

@@ -23,12 +23,12 @@ import RetryKit
 ///
 /// - ``waitForSleepers(_:)`` suspends until the given number of sleepers are pending, so a test knows the code under
 ///   test has reached its sleep.
-/// - ``advance(by:)``, ``advance(to:)``, ``wakeNext()`` and ``run()`` wake due sleepers one at a time in order of
+/// - ``advance(by:)`` and `run(until:)` wake due sleepers one at a time in order of
 ///   (deadline, registration): sleepers due at the same instant wake first-in first-out. Before waking a sleeper,
 ///   ``now`` is set to its deadline; the next one is woken only after the previous one's `sleep` has returned.
 /// - A woken task then runs concurrently with the test. Its reads of ``now`` see at least its deadline; if the same
 ///   `advance` moves time further, they may see a later instant. To check elapsed times exactly, advance one
-///   deadline at a time (``waitForSleepers(_:)`` then ``advance(to:)`` the ``nextDeadline``, or ``wakeNext()``).
+///   deadline at a time (``waitForSleepers(_:)``, then ``advance(by:)`` the time from ``now`` to ``nextDeadline``).
 ///
 /// ## Cancellation
 ///
@@ -48,8 +48,8 @@ public final class VirtualClock: Clock, Sendable {
         /// The time since the origin (``zero``).
         public var offset: Duration
 
-        /// The instant `offset` after the origin.
-        public init(offset: Duration) {
+        /// The instant `offset` after the origin; outside RetryKit, write `.zero.advanced(by: offset)`.
+        package init(offset: Duration) {
             self.offset = offset
         }
 
@@ -144,8 +144,8 @@ public final class VirtualClock: Clock, Sendable {
         state = Locked(State(now: VirtualTime.clamp(now.offset)))
     }
 
-    /// The current virtual time. It changes only through ``advance(by:)``, ``advance(to:)``, ``wakeNext()`` and
-    /// ``run()``, and never goes backwards.
+    /// The current virtual time. It changes only through ``advance(by:)`` and `run(until:)`, and never goes
+    /// backwards.
     public var now: Instant { Instant(offset: state.withLock { $0.now }) }
 
     /// Zero: virtual time has no resolution limit.
@@ -158,7 +158,7 @@ public final class VirtualClock: Clock, Sendable {
     public var nextDeadline: Instant? { state.withLock { $0.sleepers.first().map { Instant(offset: $0.deadline) } } }
 
     /// The deadlines of all sleeping tasks, in the order they would wake.
-    public var pendingDeadlines: [Instant] {
+    package var pendingDeadlines: [Instant] {
         state.withLock { $0.sleepers.sortedKeys.map { Instant(offset: $0.deadline) } }
     }
 
@@ -278,7 +278,7 @@ public final class VirtualClock: Clock, Sendable {
     ///
     /// - Parameter deadline: The instant to move to. Beyond `Int64.max` seconds from the origin, it counts as that
     ///   instant.
-    public func advance(to deadline: Instant) async {
+    package func advance(to deadline: Instant) async {
         let target = VirtualTime.clamp(deadline.offset)
         while await wakeNext(notAfter: target) != nil {}
         state.withLock { state in
@@ -291,7 +291,7 @@ public final class VirtualClock: Clock, Sendable {
     ///
     /// - Returns: The instant moved to, or `nil` if no task was sleeping.
     @discardableResult
-    public func wakeNext() async -> Instant? {
+    package func wakeNext() async -> Instant? {
         await wakeNext(notAfter: nil).map(Instant.init(offset:))
     }
 
@@ -299,7 +299,7 @@ public final class VirtualClock: Clock, Sendable {
     ///
     /// `run()` returns as soon as no sleeper is pending. A task it woke that goes on to sleep again only after `run()`
     /// checked is not woken; to drive a task to its end, use `run(until:)`.
-    public func run() async {
+    package func run() async {
         while await wakeNext(notAfter: nil) != nil {}
     }
 
@@ -310,10 +310,10 @@ public final class VirtualClock: Clock, Sendable {
     ///
     /// Time moves as soon as a sleeper is pending, even if other work the task waits for (an operation finishing on
     /// a dispatch queue, a child task) is still running. When a timeout sleeps on this clock beside such work, drive
-    /// the clock step by step with ``waitForSleepers(_:)`` and ``advance(to:)`` instead. A retrier with a
+    /// the clock step by step with ``waitForSleepers(_:)`` and ``advance(by:)`` instead. A retrier with a
     /// `totalTimeout` or an `attemptTimeout` is such a case: each attempt races a sleeper for its deadline, and
     /// `run(until:)` may wake that sleeper before an attempt that is about to fail at once has failed. To keep such a
-    /// test deterministic, wake only the sleepers you expect (check ``nextDeadline`` before ``wakeNext()``).
+    /// test deterministic, wake only the sleepers you expect (check ``nextDeadline`` before advancing to it).
     ///
     /// - Parameter task: The task to drive. Its sleepers and those of any other task on this clock are woken.
     /// - Returns: The task's value.

@@ -3,8 +3,8 @@ import RetryKit
 
 /// A `RetryScheduler` on virtual time, for testing completion-handler retry logic without waiting.
 ///
-/// Nothing runs until you move time: ``advance()`` runs the work that is due now, ``advance(by:)`` moves time forward
-/// running everything that falls due on the way, ``run()`` runs until no work is left. A retrier that backs off for
+/// Nothing runs until you move time: ``advance(by:)`` moves time forward running everything that falls due on the way
+/// (`advance()`, with no argument, runs the work that is due now), ``run()`` runs until no work is left. A retrier that backs off for
 /// minutes finishes in microseconds, and the delays it waited are visible as ``now``.
 ///
 /// ```swift
@@ -35,7 +35,7 @@ import RetryKit
 /// tracked work has finished before virtual time moves.
 ///
 /// - Important: The scheduler **ignores the queue** it is given: all work runs synchronously on the thread that calls
-///   ``advance()``, ``advance(by:)`` or ``run()``. This keeps tests deterministic and single-threaded.
+///   ``advance(by:)`` or ``run()``. This keeps tests deterministic and single-threaded.
 ///
 /// Thread-safe: operations may call their completion (which schedules work here) from other threads while a test
 /// advances time. Work never runs while the scheduler's lock is held.
@@ -115,7 +115,7 @@ public final class VirtualScheduler: RetryScheduler {
         state.withLock { $0.queue.first()?.deadline }
     }
 
-    /// Schedules `work` to run at the current virtual time: on the next ``advance()``. Ignores `queue`.
+    /// Schedules `work` to run at the current virtual time: on the next `advance()`. Ignores `queue`.
     public func execute(on queue: DispatchQueue, _ work: @escaping @Sendable () -> Void) {
         let waiters = state.withLock { state in
             _ = state.insert(after: .zero, work)
@@ -135,18 +135,14 @@ public final class VirtualScheduler: RetryScheduler {
         return Token(id: id, scheduler: self)
     }
 
-    /// Runs the work that is due now, including work it schedules for now, without moving time.
-    public func advance() {
-        advance(by: .zero)
-    }
-
     /// Moves virtual time forward by `duration`, running every item that falls due on the way, in (deadline, order of
-    /// scheduling) order, on the calling thread.
+    /// scheduling) order, on the calling thread. `advance()`, with no argument, runs the work that is due now,
+    /// including work it schedules for now, without moving time.
     ///
     /// While an item runs, ``now`` reads its deadline; afterwards it reads the start time plus `duration`. A negative
     /// duration counts as zero; time stops at `Int64.max` seconds instead of overflowing, so any duration is
     /// accepted.
-    public func advance(by duration: Duration) {
+    public func advance(by duration: Duration = .zero) {
         let target = state.withLock { VirtualTime.adding($0.now, Swift.max(duration, .zero)) }
         while let work = state.withLock({ $0.next(dueBy: target) }) {
             work()
@@ -191,11 +187,11 @@ public final class VirtualScheduler: RetryScheduler {
     /// Thrown when tracked work or work due now keeps a settling wait from ending within its time limit.
     public struct SettleTimeout: Error, CustomStringConvertible {
         /// How much tracked work had not finished.
-        public let unfinishedWork: Int
+        package let unfinishedWork: Int
         /// The virtual time at which the wait gave up. Virtual time did not move past it.
-        public let now: Duration
+        package let now: Duration
         /// The real time waited.
-        public let timeout: Duration
+        package let timeout: Duration
 
         /// What went wrong and what to check, for the test's failure message.
         public var description: String {
@@ -206,7 +202,7 @@ public final class VirtualScheduler: RetryScheduler {
     }
 
     /// How much tracked work has started and not finished.
-    public var unfinishedTrackedWork: Int {
+    package var unfinishedTrackedWork: Int {
         state.withLock { $0.trackedWork }
     }
 

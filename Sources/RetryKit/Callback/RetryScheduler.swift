@@ -45,7 +45,8 @@ public protocol RetryScheduler: Sendable {
 }
 
 extension RetryScheduler where Self == DispatchTimerScheduler {
-    /// The production scheduler: `DispatchQueue.async` and one-shot `DispatchSourceTimer`s.
+    /// The production scheduler: `DispatchQueue.async` and one-shot `DispatchSourceTimer`s, the one way to name it
+    /// (``DispatchTimerScheduler`` is visible only as the type of this value).
     public static var dispatch: DispatchTimerScheduler { DispatchTimerScheduler() }
 }
 
@@ -77,8 +78,8 @@ public struct DispatchTimerScheduler: RetryScheduler {
         }
     }
 
-    /// Creates the production scheduler.
-    public init() {}
+    /// Creates the production scheduler; outside RetryKit, write ``RetryScheduler/dispatch``.
+    package init() {}
 
     /// `ContinuousClock`'s current time (its time source, read directly), as the duration since the clock's origin.
     public var now: Duration {

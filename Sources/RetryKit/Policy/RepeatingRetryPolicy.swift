@@ -164,7 +164,7 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
 
     /// Runs a trial in each `next()`. Nothing runs between two calls.
     ///
-    /// What happens when is the gate's decision (the ``PolicyGateMachine`` of the completion-handler repetition too):
+    /// The same gate decides what happens when as for the completion-handler repetition:
     /// it pauses after each success, and the next call ends that pause once the repeating delay has passed.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let sequence: RepeatingRetrySequence

@@ -197,10 +197,10 @@ struct VirtualClockTests {
         #expect(clock.now == .zero.advanced(by: .milliseconds(3500)))
     }
 
-    @Test("InstantClock as `.immediate`: a retrier's waits add up on it")
-    func immediateFactory() async throws {
+    @Test("InstantClock: a retrier's waits add up on it")
+    func instantClockAddsUpWaits() async throws {
         let calls = AsyncCounter()
-        let value = try await retry(maxAttempts: 4, clock: .immediate) {
+        let value = try await retry(maxAttempts: 4, clock: InstantClock()) {
             if calls.increment() < 4 { throw AsyncTestError(id: calls.value) }
             return calls.value
         } strategy: { _ in
