@@ -56,7 +56,7 @@ extension URLSession {
     /// - When the total timeout expires **during** an attempt, that attempt is cancelled and the caller gets the
     ///   outcome of the attempt before it (a response or a `URLError`, as above), or `URLError.timedOut` if it was the
     ///   first.
-    /// - **Cancellation** `(nil, nil, URLError.cancelled)` after ``HTTPRetryTask/cancel()``, as URLSession itself
+    /// - **Cancellation** `(nil, nil, URLError.cancelled)` after `cancel()` on the returned handle, as URLSession itself
     ///   reports a cancelled task, so existing `code == .cancelled` checks keep working; `summary.reason` is
     ///   `RetryError.Reason.cancelled`.
     /// - An invalid policy (a non-positive ``HTTPRetryPolicy/attemptTimeout``, a negative
@@ -85,8 +85,12 @@ extension URLSession {
     ///     own errors: an ``HTTPStatusError`` for a failing response, `RetryError` for a RetryKit timeout. `nil` by
     ///     default.
     ///   - completionHandler: The outcome and a `RetrySummary`; called exactly once, on `queue`.
-    /// - Returns: The running request, to cancel it. Keeping it is optional: the request runs to its end either way,
-    ///   and releases everything it captured once it has called `completionHandler`.
+    /// - Returns: The running request's `RetryHandle`: `cancel()` cancels the data task in flight or the wait before the
+    ///   next attempt (idempotent, from any thread; nothing after the request finished), `isFinished` says whether it
+    ///   has ended. Its `value` is the retrier's own outcome, in which a final failing response is an
+    ///   ``HTTPStatusError``; `completionHandler` gets it in URLSession's shape. Keeping the handle is optional: the
+    ///   request runs to its end either way, and releases everything it captured once it has called
+    ///   `completionHandler`.
     @discardableResult
     public func dataTask(
         with request: URLRequest,
@@ -94,11 +98,11 @@ extension URLSession {
         queue: DispatchQueue? = nil,
         observer: (@Sendable (RetryEvent<RetryResponse>) -> Void)? = nil,
         completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
-    ) -> HTTPRetryTask {
+    ) -> RetryHandle<RetryResponse> {
         let policy = retryPolicy
         let queue = queue ?? DispatchQueue(label: "org.retrykit.http.dataTask", target: .global())
         let url = request.url
-        let handle = retry(
+        return retry(
             configuration: policy.configuration(),
             on: queue,
             scheduler: DispatchTimerScheduler(),
@@ -115,7 +119,6 @@ extension URLSession {
                 case .failure(let error): completionHandler(nil, nil, error, summary)
                 }
             })
-        return HTTPRetryTask(originalRequest: request, handle: handle)
     }
 
     /// Sends `request`, retrying it as `retryPolicy` says, and returns the final response.
@@ -246,40 +249,6 @@ private enum AttemptTaskState {
     var isCancelled: Bool {
         if case .cancelled = self { return true }
         return false
-    }
-}
-
-// MARK: - The running request
-
-/// A retrying request started by `URLSession.dataTask(with:retryPolicy:queue:observer:completionHandler:)`:
-/// cancel it, or ask whether it has finished.
-///
-/// It starts when it is created and has no `resume()`. All members are thread-safe.
-public final class HTTPRetryTask: Sendable {
-    /// The request every attempt sends.
-    public let originalRequest: URLRequest
-
-    private let handle: RetryHandle<URLSession.RetryResponse>
-
-    init(originalRequest: URLRequest, handle: RetryHandle<URLSession.RetryResponse>) {
-        self.originalRequest = originalRequest
-        self.handle = handle
-    }
-
-    /// Cancels the request: the attempt's data task if one is in flight, or the wait before the next attempt.
-    ///
-    /// The completion handler then runs promptly on its queue with `URLError.cancelled` (and `summary.reason`
-    /// `RetryError.Reason.cancelled`); the cancelled attempt's late result is ignored and no further attempt starts.
-    /// After the request has finished, this does nothing: the completion handler never runs twice. Idempotent; safe
-    /// from any thread, including from the completion handler and the observer.
-    public func cancel() {
-        handle.cancel()
-    }
-
-    /// Whether the request has finished: no attempt will start any more, and the completion handler has run or is on
-    /// its way to its queue.
-    public var isFinished: Bool {
-        handle.isFinished
     }
 }
 

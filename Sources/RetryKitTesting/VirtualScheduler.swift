@@ -13,7 +13,7 @@ import RetryKit
 ///     done(.failure(Flaky()))
 /// } strategy: { _ in
 ///     .backoff(.constant(.seconds(10)))
-/// } completion: { result in … }
+/// } completion: { result, summary in … }
 ///
 /// scheduler.advance()                  // attempt 1 runs and fails
 /// scheduler.advance(by: .seconds(10))  // attempt 2 runs and fails
@@ -276,7 +276,7 @@ public final class VirtualScheduler: RetryScheduler {
     /// ```swift
     /// retry(attemptTimeout: .seconds(5), on: queue, scheduler: scheduler) { attempt, done in
     ///     scheduler.track(on: .global()) { done(.success(42)) }  // a real hop, as a network callback would be
-    /// } completion: { result in … }
+    /// } completion: { result, summary in … }
     ///
     /// try await scheduler.advance(by: .seconds(10), settlingWithin: .seconds(5))  // succeeds; never times out
     /// ```

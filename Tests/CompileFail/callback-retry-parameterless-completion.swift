@@ -1,6 +1,6 @@
 // expect-error: expects 2 arguments, which cannot be implicitly ignored
-// A completion that takes no parameter matches neither completion shape (`(Result)` or `(Result, RetrySummary)`):
-// rejected, instead of one of them being picked silently.
+// A completion that takes no parameter does not match the one completion shape, `(Result, RetrySummary)`: rejected,
+// instead of the summary (or the result) being dropped silently.
 import Dispatch
 import RetryKit
 

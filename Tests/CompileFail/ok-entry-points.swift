@@ -19,7 +19,7 @@ func load() async throws -> Int { 1 }
 func callbackStyle(queue: DispatchQueue, budget: RetryBudget) {
     retry(maxAttempts: 3, on: queue) { _, done in
         legacyLoad { value, error in done(value, error) }
-    } completion: { result in
+    } completion: { result, _ in
         print(result)
     }
     retry(
@@ -36,7 +36,7 @@ func callbackStyle(queue: DispatchQueue, budget: RetryBudget) {
     }
     retryTask(maxAttempts: 3, on: queue) { _ in
         try await load()
-    } completion: { result in
+    } completion: { result, _ in
         print(result)
     }
     retryTask(
@@ -57,7 +57,7 @@ func policyStyle(queue: DispatchQueue) {
     let policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 3)
     policy.execute(on: queue) { _, done in
         legacyLoad { value, error in done(value, error) }
-    } completion: { (result: Result<Int, any Error>) in
+    } completion: { (result: Result<Int, any Error>, _) in
         print(result)
     }
     policy.executeTask(on: queue) { _ in
@@ -86,7 +86,9 @@ func urlSession(_ session: URLSession, _ request: URLRequest) async throws {
     let (data, response): (Data, URLResponse) = try await session.data(for: request)
     print(data, response)
     // RetryKit's, which name `retryPolicy:`.
-    let retrying: HTTPRetryTask = session.dataTask(with: request, retryPolicy: HTTPRetryPolicy()) {
+    let retrying: RetryHandle<URLSession.RetryResponse> = session.dataTask(
+        with: request, retryPolicy: HTTPRetryPolicy()
+    ) {
         data, response, error, summary in
         print(data as Any, response as Any, error as Any, summary)
     }

@@ -207,7 +207,7 @@ final class ProfileStore: Sendable {
             self.api.load(id: id) { profile, error in done(profile, error) }
         } strategy: { _ in
             .backoff(Self.backoff)
-        } completion: { result in
+        } completion: { result, _ in
             completion(result)
         }
     }
@@ -264,7 +264,7 @@ final class ProfileStore: Sendable {
             try await self.api.profile(id: id)
         } strategy: { _ in
             .backoff(Self.backoff)
-        } completion: { result in
+        } completion: { result, _ in
             completion(result)
         }
     }
@@ -316,7 +316,7 @@ retry(maxAttempts: 4, on: DispatchQueue(label: "parity"), scheduler: scheduler) 
     .backoff(callbackBackoff)
 } observer: { event in
     if case .attemptFailed(_, _, let next) = event { callbackSteps.append(next) }
-} completion: { result in
+} completion: { result, _ in
     callbackResult.append((try? result.get()) ?? -1)
 }
 scheduler.run()
@@ -445,7 +445,7 @@ func urlSessionCallback() async throws {
 #sourceLocation(file: "Migration.md", line: 677)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
-    -> HTTPRetryTask
+    -> RetryHandle<URLSession.RetryResponse>
 {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
     return session.dataTask(with: URLRequest(url: profileURL), retryPolicy: policy) { data, response, error, summary in
@@ -609,7 +609,7 @@ func swiftRetrierCallbacks() async throws {
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
-} completion: { result in
+} completion: { result, _ in
     print(result)
 }
 handle.cancel()

@@ -117,7 +117,7 @@ let handle: RetryHandle<String> = retry(
     done(.failure(Busy()))
 } strategy: { _ in
     .backoff(.constant(.seconds(2)))
-} completion: { _ in }
+} completion: { _, _ in }
 scheduler.run()
 do {
     _ = try await handle.value
@@ -143,7 +143,7 @@ struct Flaky: Error {}
         _, done in done(.failure(Flaky()))
     } strategy: { _ in
         .backoff(.constant(.seconds(30)))
-    } completion: { result in
+    } completion: { result, _ in
         print(result)  // failure(Flaky()): exhausted after 3 attempts
     }
     scheduler.run()  // runs every attempt and wait in virtual time, on this thread

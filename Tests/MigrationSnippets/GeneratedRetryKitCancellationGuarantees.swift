@@ -22,7 +22,7 @@ let handle = retry(maxAttempts: 3, attemptTimeout: .seconds(5), on: .main) { att
     let task = session.dataTask(with: profileURL) { data, _, error in done(data, error) }
     done.onCancel { task.cancel() }  // on handle.cancel() and when the attempt times out
     task.resume()
-} completion: { result in
+} completion: { result, _ in
     show(result)
 }
 handle.cancel()
@@ -67,7 +67,7 @@ let results = Recorder<String>()
 let handle: RetryHandle<Int> = retry(on: DispatchQueue(label: "test"), scheduler: scheduler) { attempt, done in
     pending.append(done)  // the work is in flight
     done.onCancel { hooks.append(attempt.number) }
-} completion: { result in
+} completion: { result, _ in
     results.append("\(result)")
 }
 scheduler.advance()  // attempt 1 starts
@@ -89,7 +89,7 @@ let handle: RetryHandle<Int> = retry(on: DispatchQueue(label: "test")) { attempt
     done(.failure(Unavailable()))
 } strategy: { _ in
     .backoff(.constant(.seconds(60)))
-} completion: { _ in }
+} completion: { _, _ in }
 
 let waiter = Task { try await handle.value }
 waiter.cancel()  // cancels the retrier: no 60 s wait

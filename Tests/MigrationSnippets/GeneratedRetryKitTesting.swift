@@ -28,7 +28,7 @@ final class Outcome: @unchecked Sendable {  // written on the queue, read by the
     let outcome = Outcome()
     retry(attemptTimeout: .seconds(5), on: DispatchQueue(label: "test"), scheduler: scheduler) { attempt, done in
         scheduler.track(on: .global()) { done(.success(42)) }  // the reply comes from another thread
-    } completion: { result in
+    } completion: { result, _ in
         outcome.set(result)
     }
 

@@ -26,7 +26,7 @@ struct TestSchedulerExample {
         done(attempt.number < 3 ? .failure(Unavailable()) : .success("ok"))
     } strategy: { _ in
         .backoff(.exponential(a: .seconds(1), b: 2))
-    } completion: { (result: Result<String, any Error>) in
+    } completion: { (result: Result<String, any Error>, _) in
         results.append((try? result.get()) ?? "failed")
     }
 

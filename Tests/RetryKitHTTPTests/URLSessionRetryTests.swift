@@ -596,7 +596,6 @@ import Testing
         #expect(await eventually { finished.withLock { $0 } })
         #expect(await eventually { weakWitness == nil })
         #expect(task.isFinished)
-        #expect(task.originalRequest.url == server.url("/ok"))
     }
 
     @Test(arguments: RequestStyle.allCases)

@@ -92,7 +92,7 @@ func handWrittenChain(_ count: Int, _ operation: @escaping LegacyOperation, _ fi
 func retryKitChain(_ count: Int, _ operation: @escaping LegacyOperation, _ finished: DispatchSemaphore) {
     retry(maxAttempts: 3, on: callbackQueue) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
         operation(attempt.number) { result in done(result) }
-    } completion: { result in
+    } completion: { result, _ in
         blackHole(result)
         if count > 1 { retryKitChain(count - 1, operation, finished) } else { finished.signal() }
     }

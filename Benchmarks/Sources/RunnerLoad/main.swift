@@ -141,7 +141,7 @@ func memory(_ kind: String, count: Int) -> String {
                     done(.failure(flaky))
                 } strategy: { _ in
                     .backoff(.constant(.seconds(60)))
-                } completion: { _ in
+                } completion: { _, _ in
                     finished.increment()
                 })
         }
@@ -212,7 +212,7 @@ func warmUp(_ kind: String) {
             if attempt.number == 1 { done(.failure(flaky)) } else { done(.success(1)) }
         } strategy: { _ in
             .backoff(.constant(.milliseconds(1)))
-        } completion: { _ in
+        } completion: { _, _ in
             group.leave()
         }
     }
@@ -266,7 +266,7 @@ func timers(_ kind: String, count: Int) -> String {
             } strategy: { _ in
                 armed[index] = uptime()
                 return .retryAfter(delay)
-            } completion: { _ in
+            } completion: { _, _ in
                 group.leave()
             }
         }
@@ -363,7 +363,7 @@ func scale(_ kind: String, count: Int) -> String {
                 if attempt.number < 3 { done(.failure(flaky)) } else { done(.success(attempt.number)) }
             } strategy: { _ in
                 .backoff(.constant(.milliseconds(1)))
-            } completion: { _ in
+            } completion: { _, _ in
                 group.leave()
             }
         }
@@ -464,7 +464,7 @@ func cancellation(_ kind: String, count: Int) -> String {
                     done(.failure(flaky))
                 } strategy: { _ in
                     .backoff(.constant(.seconds(60)))
-                } completion: { _ in
+                } completion: { _, _ in
                     ended[index] = uptime()
                     finished.increment()
                 })

@@ -141,7 +141,7 @@ func handChain(_ remaining: Int, _ operation: @escaping LegacyOperation, _ finis
 func retryKitChain(_ remaining: Int, _ operation: @escaping LegacyOperation, _ finished: DispatchSemaphore) {
     retry(maxAttempts: 3, on: callbackQueue) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
         operation(attempt.number) { result in done(result) }
-    } completion: { result in
+    } completion: { result, _ in
         consume(result)
         if remaining > 1 { retryKitChain(remaining - 1, operation, finished) } else { finished.signal() }
     }

@@ -99,7 +99,7 @@ public func retry<Value: Sendable>(
         configuration: RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
         on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
-        completion: .withSummary(completion))
+        completion: completion)
 }
 
 /// Starts a completion-handler retrier for a whole configuration (limits and budget): the one entry point behind every
@@ -117,14 +117,7 @@ package func retry<Value: Sendable>(
 ) -> RetryHandle<Value> {
     startCallbackRetrier(
         configuration: configuration, on: queue, scheduler: scheduler, operation: operation, strategy: strategy,
-        observer: observer, completion: .withSummary(completion))
-}
-
-/// How a retrier reports its end: the two completion styles of the public `retry` functions.
-@usableFromInline
-enum CallbackCompletion<Value: Sendable>: Sendable {
-    case withSummary(@Sendable (Result<Value, any Error>, RetrySummary) -> Void)
-    case plain(@Sendable (Result<Value, any Error>) -> Void)
+        observer: observer, completion: completion)
 }
 
 /// Starts a completion-handler retrier: the one place that builds one.
@@ -140,7 +133,7 @@ func startCallbackRetrier<Value: Sendable>(
     operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
     strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
     observer: (@Sendable (RetryEvent<Value>) -> Void)?,
-    completion: CallbackCompletion<Value>
+    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
     var observe: (@Sendable (CallbackEvent) -> Void)?
     if let observer {
@@ -159,55 +152,11 @@ func startCallbackRetrier<Value: Sendable>(
                     observer(event)
                 }
             }
-            let result = termination.result(value: value)
-            switch completion {
-            case .withSummary(let completion): completion(result, termination.summary)
-            case .plain(let completion): completion(result)
-            }
+            completion(termination.result(value: value), termination.summary)
         },
         observe: observe)
     let runner = CallbackRunner.start(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
     return RetryHandle(runner: runner)
-}
-
-/// Retries a completion-handler operation with backoff, calling `completion` with the result.
-///
-/// The same retrier as the variant whose completion also receives a ``RetrySummary``, with the same queue and the same
-/// guarantees; see there. Write `{ result in … }` for this one and `{ result, summary in … }` for the other.
-///
-/// - Parameters:
-///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
-///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
-///   - attemptTimeout: How long one attempt may take. `nil` by default.
-///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
-///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
-///     default.
-///   - queue: The queue the operation, strategy, observer and completion run on.
-///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
-///   - operation: One attempt. Call the completion once, from any thread.
-///   - strategy: What to do after a failed attempt. `.backoff(.none)` by default.
-///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
-///   - completion: The result; runs exactly once, on `queue`.
-/// - Returns: A handle to cancel the retrier or await its result.
-@inlinable
-@discardableResult
-public func retry<Value: Sendable>(
-    maxAttempts: Int = 3,
-    totalTimeout: Duration? = nil,
-    attemptTimeout: Duration? = nil,
-    budget: RetryBudget? = nil,
-    on queue: DispatchQueue,
-    scheduler: any RetryScheduler = .dispatch,
-    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
-    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-    completion: @escaping @Sendable (Result<Value, any Error>) -> Void
-) -> RetryHandle<Value> {
-    startCallbackRetrier(
-        configuration: RetryConfiguration(
-            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
-        on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
-        completion: .plain(completion))
 }
 
 // MARK: - Async operations retried from callback code
@@ -269,44 +218,6 @@ public func retryTask<Value: Sendable>(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget, on: queue,
         scheduler: scheduler, operation: taskAttempt(operation), strategy: strategy, observer: observer,
         completion: completion)
-}
-
-/// Retries an `async` operation from completion-handler code, calling `completion` with the result.
-///
-/// The same as the variant whose completion also receives a ``RetrySummary``; see there. Write `{ result in … }` for
-/// this one and `{ result, summary in … }` for the other.
-///
-/// - Parameters:
-///   - maxAttempts: The most attempts, including the first. Must be at least 1. `3` by default.
-///   - totalTimeout: A deadline across all attempts and waits. `nil` by default.
-///   - attemptTimeout: How long one attempt may take; its task is then cancelled. `nil` by default.
-///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
-///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
-///     default.
-///   - queue: The queue the strategy, observer and completion run on.
-///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
-///   - operation: One attempt, run in a new `Task`.
-///   - strategy: What to do after a failed attempt. `.backoff(.none)` by default.
-///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
-///   - completion: The result; runs exactly once, on `queue`.
-/// - Returns: A handle to cancel the retrier or await its result.
-@discardableResult
-public func retryTask<Value: Sendable>(
-    maxAttempts: Int = 3,
-    totalTimeout: Duration? = nil,
-    attemptTimeout: Duration? = nil,
-    budget: RetryBudget? = nil,
-    on queue: DispatchQueue,
-    scheduler: any RetryScheduler = .dispatch,
-    operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
-    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
-    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-    completion: @escaping @Sendable (Result<Value, any Error>) -> Void
-) -> RetryHandle<Value> {
-    retry(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget, on: queue,
-        scheduler: scheduler, operation: taskAttempt(operation), strategy: strategy, observer: observer,
-        completion: { result, _ in completion(result) })
 }
 
 /// Adapts an `async` operation to a completion-handler attempt: runs it in a `Task` whose cancellation is the

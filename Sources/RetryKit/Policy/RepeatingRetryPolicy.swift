@@ -163,15 +163,20 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
     }
 
     /// Runs a trial in each `next()`. Nothing runs between two calls.
+    ///
+    /// What happens when is the gate's decision (the ``PolicyGateMachine`` of the completion-handler repetition too):
+    /// it pauses after each success, and the next call ends that pause once the repeating delay has passed.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let sequence: RepeatingRetrySequence
         private let ledger = TrialLedger()
+        private let gate: AsyncPolicyGate
         private var start: C.Instant?
         private var lastSuccess: C.Instant?
         private var ended = false
 
         init(sequence: RepeatingRetrySequence) {
             self.sequence = sequence
+            self.gate = AsyncPolicyGate(condition: sequence.repeating.policy.effectiveCondition, repeats: true)
         }
 
         /// Waits for the pause after the previous success, then runs a trial and returns its value.
@@ -195,7 +200,7 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
             }
             if Task.isCancelled { return try end(.cancelled, error: CancellationError(), since: start) }
             let (result, reason) = await sequence.repeating.policy.runTrials(
-                tolerance: sequence.tolerance, clock: clock, isolation: nil, operation: sequence.operation,
+                gate: gate, tolerance: sequence.tolerance, clock: clock, isolation: nil, operation: sequence.operation,
                 observer: sequence.observer, ledger: ledger)
             switch result {
             case .success(let value):

@@ -45,9 +45,10 @@ extension RetryPolicy {
         }
         let ledger = TrialLedger()
         let start = clock.now
+        let gate = AsyncPolicyGate(condition: effectiveCondition, repeats: false)
         let (result, reason) = await runTrials(
-            tolerance: tolerance, clock: clock, isolation: isolation, operation: operation, observer: observer,
-            ledger: ledger)
+            gate: gate, tolerance: tolerance, clock: clock, isolation: isolation, operation: operation,
+            observer: observer, ledger: ledger)
         let summary = RetrySummary(reason: reason, attempts: ledger.attempts, elapsed: start.duration(to: clock.now))
         switch result {
         case .success(let value):
@@ -59,62 +60,84 @@ extension RetryPolicy {
         }
     }
 
-    /// Runs trials until one succeeds or gives up, the condition ends while closed, or the task is cancelled; emits
-    /// no `finished` event (the caller does, for the whole run).
+    /// Carries out what `gate` decides (its ``PolicyGateMachine``, the one the completion-handler policy run uses too):
+    /// waits for the condition, runs a trial (one observed async retrier: the async runner is the only thing here that
+    /// runs attempts), cancels the trial when the condition closes. Returns when the gate finishes, or when it pauses
+    /// after a success (repeating); emits no `finished` event (the caller does, for the whole run).
     ///
-    /// - Returns: The result, and the reason the run ends.
+    /// - Returns: The result, and the reason the run ends (``RetryError/Reason-swift.enum/succeeded`` for a success).
     func runTrials<Value: Sendable, C: Clock>(
-        tolerance: Duration?, clock: C, isolation: isolated (any Actor)?,
+        gate: AsyncPolicyGate, tolerance: Duration?, clock: C, isolation: isolated (any Actor)?,
         operation: @escaping @Sendable (RetryAttempt) async throws -> Value,
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void,
         ledger: TrialLedger
     ) async -> (Result<Value, any Error>, RetryError.Reason) where C.Duration == Duration {
-        let gate = AsyncConditionGate(effectiveCondition)
-        defer { gate.close() }
         let configuration = self.configuration
         let strategy = self.strategy(on: C.self)
         let trialObserver = ledger.observer(forwardingTo: observer)
+        var result: Result<Value, any Error> = .failure(CancellationError())
+        var action = gate.begin()
+        defer { gate.endObservation() }
         while true {
-            switch await gate.wait(open: true) {
-            case .reached: break
-            case .ended: return (.failure(ledger.conditionEndedError()), .conditionEnded)
-            case .cancelled: return (.failure(CancellationError()), .cancelled)
-            }
-            let (result, abandoned) = await withTaskGroup(
-                of: AsyncTrialEvent<Value>.self, returning: (Result<Value, any Error>, Bool).self, isolation: isolation
-            ) { group in
-                group.addTask {
-                    await runTrial(
-                        configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
-                        operation: operation, strategy: strategy, observer: trialObserver)
-                }
-                group.addTask {
-                    await gate.wait(open: false) == .reached ? .conditionClosed : .conditionStaysOpen
-                }
-                var abandoned = false
-                while let event = await group.next() {
-                    switch event {
-                    case .conditionClosed:
-                        abandoned = true
-                        ledger.interruptTrial()
-                        group.cancelAll()
-                    case .conditionStaysOpen:
-                        continue
-                    case .trialFinished(let result):
-                        group.cancelAll()
-                        return (result, abandoned)
+            switch action {
+            case .none, .cancelTrial:
+                // Waiting for the condition (a `cancelTrial` cannot reach this point: no trial is running).
+                action = await gate.next(listening: false)
+            case .startTrial(let number):
+                if gate.gated {
+                    result = await withTaskGroup(
+                        of: AsyncTrialEvent<Value>.self, returning: Result<Value, any Error>.self,
+                        isolation: isolation
+                    ) { group in
+                        group.addTask {
+                            await runTrial(
+                                configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
+                                operation: operation, strategy: strategy, observer: trialObserver)
+                        }
+                        group.addTask {
+                            await gate.next(listening: true) == .cancelTrial ? .conditionClosed : .conditionStaysOpen
+                        }
+                        while let event = await group.next() {
+                            switch event {
+                            case .conditionClosed:
+                                ledger.interruptTrial()
+                                group.cancelAll()
+                            case .conditionStaysOpen:
+                                continue
+                            case .trialFinished(let result):
+                                group.cancelAll()
+                                return result
+                            }
+                        }
+                        return .failure(CancellationError())  // unreachable: the trial always reports
                     }
+                } else {
+                    result = await runTrial(
+                        configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
+                        operation: operation, strategy: strategy, observer: trialObserver
+                    ).result
                 }
-                return (.failure(CancellationError()), abandoned)  // unreachable: the trial always reports
+                let cancelled = (ledger.lastSummary?.reason ?? .cancelled) == .cancelled
+                action = gate.trialFinished(
+                    number, succeeded: result.succeeded, cancelled: cancelled, taskCancelled: Task.isCancelled)
+            case .pause:
+                return (result, .succeeded)
+            case .finish(.trialResult):
+                return (result, result.succeeded ? .succeeded : ledger.lastSummary?.reason ?? .cancelled)
+            case .finish(.conditionEnded):
+                return (.failure(ledger.conditionEndedError()), .conditionEnded)
+            case .finish(.cancelled):
+                return (.failure(CancellationError()), .cancelled)
             }
-            let trialReason = ledger.lastSummary?.reason ?? .cancelled
-            if case .success = result { return (result, .succeeded) }
-            if trialReason == .cancelled {
-                if Task.isCancelled { return (.failure(CancellationError()), .cancelled) }
-                if abandoned { continue }
-            }
-            return (result, trialReason)
         }
+    }
+}
+
+extension Result {
+    /// Whether this is a success.
+    fileprivate var succeeded: Bool {
+        if case .success = self { return true }
+        return false
     }
 }
 
@@ -123,6 +146,12 @@ enum AsyncTrialEvent<Value: Sendable>: Sendable {
     case trialFinished(Result<Value, any Error>)
     case conditionClosed
     case conditionStaysOpen
+
+    /// The trial's result (a failure with `CancellationError` for the other events, which never carry one).
+    var result: Result<Value, any Error> {
+        if case .trialFinished(let result) = self { return result }
+        return .failure(CancellationError())
+    }
 }
 
 /// One trial: the observed async retrier, in `isolation`.
@@ -143,149 +172,161 @@ private func runTrial<Value: Sendable, C: Clock>(
     }
 }
 
-/// A ``RetryCondition`` seen from async code: await until it is open or closed.
-final class AsyncConditionGate: Sendable {
-    enum Wait: Sendable, Equatable {
-        /// The condition is (now) in the wanted state.
-        case reached
-        /// The condition ended in the other state: it will never be in the wanted one.
-        case ended
-        /// The waiting task was cancelled, or the gate closed.
-        case cancelled
-    }
-
+/// The gate of an async policy run: the pure ``PolicyGateMachine`` (shared with the completion-handler policy run)
+/// behind a lock, fed the condition's changes from whatever thread makes them, and the one task that waits for what it
+/// decides: the run itself while the condition is closed, or a listener beside a running trial.
+///
+/// The machine outlives one run when repeating: ``RepeatingRetrySequence``'s iterator keeps its gate (paused after a
+/// success) between two `next()` calls, and observes the condition only during a call. No user code and no
+/// continuation runs under the lock.
+final class AsyncPolicyGate: Sendable {
     private enum Waiter {
-        case registered(open: Bool)
-        case waiting(open: Bool, CheckedContinuation<Wait, Never>)
-        case cancelled
+        case none
+        /// Registered, not yet suspended.
+        case registered(id: UInt64, listening: Bool)
+        /// Suspended.
+        case waiting(id: UInt64, listening: Bool, CheckedContinuation<PolicyGateMachine.Action, Never>)
+        /// Cancelled before it suspended, with its answer.
+        case cancelled(id: UInt64, PolicyGateMachine.Action)
     }
 
     private struct State {
-        /// The latest state of the condition; `nil` only while the gate is being created.
-        var snapshot: RetryConditionSnapshot?
+        var machine: PolicyGateMachine
         var observation: RetryConditionObservation?
-        var waiters: [UInt64: Waiter] = [:]
+        /// An action the condition's change decided while no task was suspended for it.
+        var pending: PolicyGateMachine.Action?
+        var waiter: Waiter = .none
         var nextID: UInt64 = 0
-        var closed = false
-
-        func answer(open: Bool) -> Wait? {
-            if closed { return .cancelled }
-            guard let snapshot else { return nil }
-            if snapshot.isOpen == open { return .reached }
-            return snapshot.ended ? .ended : nil
-        }
-
-        /// Records `snapshot` unless a newer one is known; returns whether it was recorded.
-        mutating func record(_ new: RetryConditionSnapshot) -> Bool {
-            if let snapshot, new.version <= snapshot.version { return false }
-            snapshot = new
-            return true
-        }
-
-        /// Takes the waiters the current snapshot answers.
-        mutating func answered() -> [(CheckedContinuation<Wait, Never>, Wait)] {
-            var ready: [(CheckedContinuation<Wait, Never>, Wait)] = []
-            for (id, waiter) in waiters {
-                if case .waiting(let open, let continuation) = waiter, let answer = answer(open: open) {
-                    waiters[id] = nil
-                    ready.append((continuation, answer))
-                }
-            }
-            return ready
-        }
     }
 
+    private let condition: RetryCondition?
     private let state: Locked<State>
 
-    /// Observes `condition`; without one, the gate is always open.
-    init(_ condition: RetryCondition?) {
-        guard let condition else {
-            state = Locked(State(snapshot: RetryConditionSnapshot(value: true, ended: true, version: 0)))
-            return
-        }
-        state = Locked(State())
-        let (snapshot, observation) = condition.observe { [weak self] snapshot in self?.update(snapshot) }
-        let stale: Bool = state.withLock { s in
-            _ = s.record(snapshot)
-            guard !s.closed else { return true }
-            s.observation = observation
-            return false
-        }
-        if stale { observation.cancel() }
+    /// Whether a condition gates the trials.
+    var gated: Bool { condition != nil }
+
+    /// A gate for `condition` (none: every trial starts at once); `repeats` pauses after a success instead of
+    /// finishing.
+    init(condition: RetryCondition?, repeats: Bool) {
+        self.condition = condition
+        state = Locked(State(machine: PolicyGateMachine(gated: condition != nil, repeats: repeats)))
     }
 
-    /// Stops observing and releases every waiter with ``Wait/cancelled``.
-    func close() {
-        let (observation, waiters): (RetryConditionObservation?, [UInt64: Waiter]) = state.withLock { s in
-            s.closed = true
-            defer {
-                s.observation = nil
-                s.waiters = [:]
+    /// Starts observing the condition and returns the machine's first action: `start` for a new run, or the end of the
+    /// pause (with the condition as it is now) for a paused one.
+    func begin() -> PolicyGateMachine.Action {
+        var snapshot: RetryConditionSnapshot?
+        var observation: RetryConditionObservation?
+        if let condition {
+            (snapshot, observation) = condition.observe { [weak self] snapshot in self?.conditionChanged(snapshot) }
+        }
+        let (action, stale): (PolicyGateMachine.Action, RetryConditionObservation?) = state.withLock { s in
+            let stale = s.observation
+            s.observation = observation
+            s.pending = nil
+            switch s.machine.phase {
+            case .idle:
+                return (s.machine.start(snapshot), stale)
+            case .pausing(let epoch):
+                if let snapshot { _ = s.machine.conditionChanged(snapshot) }
+                return (s.machine.pauseElapsed(epoch), stale)
+            case .waiting, .running, .abandoning, .finished:
+                return (.finish(.cancelled), stale)  // not reached: a run begins idle or paused
             }
-            return (s.observation, s.waiters)
+        }
+        stale?.cancel()
+        return action
+    }
+
+    /// Stops observing the condition (a paused machine keeps its state for the next ``begin()``).
+    func endObservation() {
+        let observation = state.withLock { s in
+            defer { s.observation = nil }
+            return s.observation
         }
         observation?.cancel()
-        for case .waiting(_, let continuation) in waiters.values { continuation.resume(returning: .cancelled) }
     }
 
-    private func update(_ snapshot: RetryConditionSnapshot) {
-        let ready = state.withLock { s -> [(CheckedContinuation<Wait, Never>, Wait)] in
-            guard s.record(snapshot) else { return [] }
-            return s.answered()
+    /// Trial `number` finished; `cancelled` when its retrier ended cancelled. A cancelled trial of a cancelled task
+    /// cancels the run.
+    func trialFinished(_ number: Int, succeeded: Bool, cancelled: Bool, taskCancelled: Bool)
+        -> PolicyGateMachine.Action
+    {
+        state.withLock { s in
+            s.pending = nil
+            if !succeeded, cancelled, taskCancelled { return s.machine.cancel() }
+            return s.machine.trialFinished(number, succeeded: succeeded, cancelled: cancelled)
         }
-        for (continuation, answer) in ready { continuation.resume(returning: answer) }
     }
 
-    /// Suspends until the condition is open (`open: true`) or closed (`open: false`).
-    func wait(open: Bool) async -> Wait {
-        enum Registration {
-            case answered(Wait)
-            case registered(UInt64)
-        }
-        let registration: Registration = state.withLock { s in
-            if let answer = s.answer(open: open) { return .answered(answer) }
+    private func conditionChanged(_ snapshot: RetryConditionSnapshot) {
+        let continuation: (CheckedContinuation<PolicyGateMachine.Action, Never>, PolicyGateMachine.Action)? =
+            state.withLock { s in
+                let action = s.machine.conditionChanged(snapshot)
+                if action == .none { return nil }
+                if case .waiting(_, _, let continuation) = s.waiter {
+                    s.waiter = .none
+                    return (continuation, action)
+                }
+                s.pending = action
+                return nil
+            }
+        if let (continuation, action) = continuation { continuation.resume(returning: action) }
+    }
+
+    /// Suspends until the condition makes the machine decide something. Cancelling the task ends the wait: the run
+    /// (`listening: false`) is then cancelled (``PolicyGateMachine/cancel()``); a listener beside a trial
+    /// (`listening: true`) only returns ``PolicyGateMachine/Action/none``.
+    func next(listening: Bool) async -> PolicyGateMachine.Action {
+        let registered: UInt64? = state.withLock { s in
+            if s.pending != nil { return nil }
             let id = s.nextID
             s.nextID &+= 1
-            s.waiters[id] = .registered(open: open)
-            return .registered(id)
+            s.waiter = .registered(id: id, listening: listening)
+            return id
         }
-        let id: UInt64
-        switch registration {
-        case .answered(let answer): return answer
-        case .registered(let registered): id = registered
+        guard let id = registered else {
+            return state.withLock { s in
+                defer { s.pending = nil }
+                return s.pending ?? .none
+            }
         }
         return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Wait, Never>) in
-                let now: Wait? = state.withLock { s in
-                    switch s.waiters[id] {
-                    case .registered:
-                        if let answer = s.answer(open: open) {
-                            s.waiters[id] = nil
-                            return answer
+            await withCheckedContinuation { (continuation: CheckedContinuation<PolicyGateMachine.Action, Never>) in
+                let now: PolicyGateMachine.Action? = state.withLock { s in
+                    switch s.waiter {
+                    case .registered(id, _):
+                        if let pending = s.pending {
+                            s.pending = nil
+                            s.waiter = .none
+                            return pending
                         }
-                        s.waiters[id] = .waiting(open: open, continuation)
+                        s.waiter = .waiting(id: id, listening: listening, continuation)
                         return nil
-                    case .cancelled, .waiting, nil:
-                        s.waiters[id] = nil
-                        return .cancelled
+                    case .cancelled(id, let answer):
+                        s.waiter = .none
+                        return answer
+                    case .none, .registered, .waiting, .cancelled:
+                        return PolicyGateMachine.Action.none  // not reached: only this task replaces its registration
                     }
                 }
                 if let now { continuation.resume(returning: now) }
             }
         } onCancel: {
-            let continuation: CheckedContinuation<Wait, Never>? = state.withLock { s in
-                switch s.waiters[id] {
-                case .registered:
-                    s.waiters[id] = .cancelled
-                    return nil
-                case .waiting(_, let continuation):
-                    s.waiters[id] = nil
-                    return continuation
-                case .cancelled, nil:
-                    return nil
+            let continuation: (CheckedContinuation<PolicyGateMachine.Action, Never>, PolicyGateMachine.Action)? =
+                state.withLock { s in
+                    switch s.waiter {
+                    case .registered(id, let listening):
+                        s.waiter = .cancelled(id: id, listening ? .none : s.machine.cancel())
+                        return nil
+                    case .waiting(id, let listening, let continuation):
+                        s.waiter = .none
+                        return (continuation, listening ? .none : s.machine.cancel())
+                    case .none, .registered, .waiting, .cancelled:
+                        return nil
+                    }
                 }
-            }
-            continuation?.resume(returning: .cancelled)
+            if let (continuation, answer) = continuation { continuation.resume(returning: answer) }
         }
     }
 }

@@ -54,30 +54,6 @@ extension RetryPolicy {
             observer: observer, onValue: nil, deliver: { result, done in done(result) }, completion: completion)
     }
 
-    /// Runs a completion-handler operation with this policy, calling `completion` with the result.
-    ///
-    /// The same run as the variant whose completion also receives a ``RetrySummary``; see there.
-    ///
-    /// - Parameters:
-    ///   - queue: The queue the operation, strategy, observer and completion run on.
-    ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
-    ///   - operation: One attempt. Call the completion once, from any thread.
-    ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
-    ///   - completion: The result; runs exactly once, on `queue`.
-    /// - Returns: A handle to cancel the run or await its value.
-    @discardableResult
-    public func execute<Value: Sendable>(
-        on queue: DispatchQueue,
-        scheduler: any RetryScheduler = .dispatch,
-        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-        completion: @escaping @Sendable (Result<Value, any Error>) -> Void
-    ) -> RetryHandle<Value> {
-        execute(
-            on: queue, scheduler: scheduler, operation: operation, observer: observer,
-            completion: { result, _ in completion(result) })
-    }
-
     /// Runs an `async` operation with this policy from completion-handler code, calling `completion` with the result
     /// and a summary.
     ///
@@ -105,29 +81,5 @@ extension RetryPolicy {
         execute(
             on: queue, scheduler: scheduler, operation: taskAttempt(operation), observer: observer,
             completion: completion)
-    }
-
-    /// Runs an `async` operation with this policy from completion-handler code, calling `completion` with the result.
-    ///
-    /// The same run as the variant whose completion also receives a ``RetrySummary``; see there.
-    ///
-    /// - Parameters:
-    ///   - queue: The queue the strategy, observer and completion run on.
-    ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
-    ///   - operation: One attempt, run in a new `Task`.
-    ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
-    ///   - completion: The result; runs exactly once, on `queue`.
-    /// - Returns: A handle to cancel the run or await its value.
-    @discardableResult
-    public func executeTask<Value: Sendable>(
-        on queue: DispatchQueue,
-        scheduler: any RetryScheduler = .dispatch,
-        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
-        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-        completion: @escaping @Sendable (Result<Value, any Error>) -> Void
-    ) -> RetryHandle<Value> {
-        execute(
-            on: queue, scheduler: scheduler, operation: taskAttempt(operation), observer: observer,
-            completion: { result, _ in completion(result) })
     }
 }

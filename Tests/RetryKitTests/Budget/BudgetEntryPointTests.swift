@@ -84,7 +84,7 @@ struct BudgetEntryPointTests {
             let result = settle { scheduler, finish in
                 retry(maxAttempts: 10, budget: script.budget, on: queue, scheduler: scheduler) { attempt, done in
                     done(script.attempt(attempt))
-                } completion: { (result: Result<Int, any Error>) in
+                } completion: { (result: Result<Int, any Error>, _) in
                     finish(result)
                 }
             }
@@ -107,7 +107,7 @@ struct BudgetEntryPointTests {
                         }
                     } else {
                         retryTask(maxAttempts: 10, budget: script.budget, on: queue, operation: operation) {
-                            (result: Result<Int, any Error>) in continuation.resume(returning: result)
+                            (result: Result<Int, any Error>, _) in continuation.resume(returning: result)
                         }
                     }
                 }
@@ -221,7 +221,7 @@ struct BudgetEntryPointTests {
         let handle = retry(maxAttempts: 2, budget: budget, on: queue) { _, done in
             done(.success(1))
         } completion: {
-            (_: Result<Int, any Error>) in
+            (_: Result<Int, any Error>, _) in
         }
         #expect(try await handle.value == bridged)
     }

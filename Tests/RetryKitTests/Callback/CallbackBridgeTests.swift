@@ -19,7 +19,7 @@ extension CallbackRunnerTests {
                 on: queue, scheduler: scheduler,
                 operation: { attempt, done in
                     attempt.number < 2 ? done(.failure(CBError(code: 1))) : done(.success(21))
-                }, strategy: { _ in .backoff(.constant(.seconds(3))) }, completion: { _ in completed.increment() })
+                }, strategy: { _ in .backoff(.constant(.seconds(3))) }, completion: { _, _ in completed.increment() })
             let awaiter = Task { () -> (Int, Int) in
                 let value = try await handle.value
                 return (value, completed.count)  // the completion has run by the time value returns
@@ -37,7 +37,7 @@ extension CallbackRunnerTests {
             let scheduler = VirtualScheduler()
             let handle = retry(
                 on: queue, scheduler: scheduler, operation: { _, done in done(.success("shared")) },
-                completion: { _ in })
+                completion: { _, _ in })
             let awaiters = (0..<5).map { _ in Task { try await handle.value } }
             try await Task.sleep(for: .milliseconds(5))
             scheduler.run()
@@ -50,7 +50,7 @@ extension CallbackRunnerTests {
             let scheduler = VirtualScheduler()
             let handle: RetryHandle<Int> = retry(
                 maxAttempts: 2, on: queue, scheduler: scheduler,
-                operation: { attempt, done in done(.failure(CBError(code: attempt.number))) }, completion: { _ in })
+                operation: { attempt, done in done(.failure(CBError(code: attempt.number))) }, completion: { _, _ in })
             scheduler.run()
             #expect(handle.isFinished)
 
@@ -99,7 +99,7 @@ extension CallbackRunnerTests {
                     done.onCancel { hooks.increment() }
                     kept.keep(done)  // never calls back
                     started.increment()
-                }, completion: { _ in })
+                }, completion: { _, _ in })
             let awaiter = Task { try await handle.value }
             #expect(await cbWait { started.count == 1 })
             awaiter.cancel()
@@ -174,7 +174,7 @@ extension CallbackRunnerTests {
             let two = CBSlot<Int>()
             retryTask(on: queue) { _ in
                 1
-            } completion: { result in
+            } completion: { result, _ in
                 one.set(result.cbValue ?? -1)
             }
             retryTask(on: queue) { attempt in
@@ -221,7 +221,7 @@ extension CallbackRunnerTests {
             let handle = retryTask(
                 on: queue, scheduler: scheduler,
                 operation: { (_: RetryAttempt) async throws -> Int in throw CBError(code: 1) },
-                strategy: { _ in .backoff(.constant(.seconds(10))) }, completion: { _ in })
+                strategy: { _ in .backoff(.constant(.seconds(10))) }, completion: { _, _ in })
             let awaiter = Task { try await handle.value }
             #expect(await cbWait { scheduler.scheduledDelays.count == 1 })
 
@@ -280,7 +280,7 @@ extension CallbackRunnerTests {
                         withExtendedLifetime(canaries[1]) {}
                         return .backoff(.constant(.milliseconds(1)))
                     },
-                    completion: { _ in
+                    completion: { _, _ in
                         withExtendedLifetime(canaries[2]) {}
                         completions.increment()
                     })

@@ -125,7 +125,7 @@ extension CallbackRunnerTests {
                         withExtendedLifetime(canaries[1]) {}
                         return .backoff(.constant(.milliseconds(2)))
                     }, observer: { _ in withExtendedLifetime(canaries[2]) {} },
-                    completion: { _ in
+                    completion: { _, _ in
                         withExtendedLifetime(canaries[3]) {}
                         completions.increment()
                     })

@@ -549,7 +549,7 @@ extension CallbackRunnerTests {
             #expect(recorder.onlySummary?.attempts == attempts)
         }
 
-        @Test func bothCompletionFormsTypeCheck() {
+        @Test func completionClosureFormsTypeCheck() {
             let scheduler = VirtualScheduler()
             let one = CBSlot<Result<Int, any Error>>()
             let two = CBSlot<(Int?, Int)>()
@@ -557,7 +557,7 @@ extension CallbackRunnerTests {
 
             retry(on: queue, scheduler: scheduler) { _, done in
                 done(.success(1))
-            } completion: { result in
+            } completion: { result, _ in
                 one.set(result)
             }
             retry(on: queue, scheduler: scheduler) { _, done in
@@ -571,7 +571,7 @@ extension CallbackRunnerTests {
                 .stop
             } observer: { _ in
             } completion: {
-                if $0.cbValue == 3 { anonymous.increment() }
+                if $0.cbValue == 3 && $1.attempts == 1 { anonymous.increment() }
             }
             scheduler.run()
 
@@ -617,7 +617,7 @@ extension CallbackRunnerTests {
                     touch("observer")
                     if case .finished = event { handleSlot.get?.cancel() }
                 },
-                completion: { _ in
+                completion: { _, _ in
                     touch("completion")
                     handleSlot.get?.cancel()
                 })
@@ -677,7 +677,7 @@ extension CallbackRunnerTests {
                     return ending == .stopped ? .stop : .backoff(.constant(.seconds(5)))
                 },
                 observer: { _ in withExtendedLifetime(observerCanary) {} },
-                completion: { _ in
+                completion: { _, _ in
                     withExtendedLifetime(completionCanary) {}
                     completions.increment()
                 })

@@ -119,7 +119,7 @@ extension CallbackRunnerTests {
                                     done(.success(index))
                                 }
                             },
-                            completion: { result in
+                            completion: { result, _ in
                                 completionResult.set(result)
                                 completions.withLock { $0[index] += 1 }
                             })
@@ -175,7 +175,7 @@ extension CallbackRunnerTests {
                             if attempt.number == 1 && index % 3 == 0 { throw CBError(code: 1) }
                             return index
                         },
-                        completion: { result in
+                        completion: { result, _ in
                             completions.withLock { $0[index] += 1 }
                             switch result {
                             case .success(let value) where value == index: break

@@ -52,7 +52,7 @@ struct CancelHookReleaseTests {
         retry(
             attemptTimeout: timed ? .seconds(10) : nil, on: queue, scheduler: scheduler,
             operation: Self.operation(answers, replacing: replacing),
-            completion: { result in results.withLock { $0.append((try? result.get()) ?? -1) } })
+            completion: { result, _ in results.withLock { $0.append((try? result.get()) ?? -1) } })
         scheduler.run()
         #expect(results.withLock { $0 } == [1])
         #expect(answers.withLock { $0 } == Array(repeating: true, count: replacing ? 2 : 1))

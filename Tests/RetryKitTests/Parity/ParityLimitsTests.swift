@@ -197,3 +197,165 @@ struct ParityLimitsTests {
         await expectParity(scenario, expected: expected, styles: timedStyles)
     }
 }
+
+/// More limits, and the budget's accounting where a run ends without retrying: every style, the same tokens left.
+extension ParityLimitsTests {
+    @Test("A value delivered after the attempt timed out is ignored: the timeout is the attempt's failure")
+    func lateValueAfterAnAttemptTimeout() async {
+        let scenario = ParityScenario(
+            maxAttempts: 2, attemptTimeout: .seconds(2), steps: [.hangThenLateValue, .fail])
+        let d = scenario.coreDelays(1)
+        let a1 = attempt(1, of: 2, at: .zero)
+        let a2 = attempt(2, of: 2, at: .seconds(2) + d[0])
+        let expected = ParityRun(
+            log: [
+                .started(a1),
+                .failed(
+                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
+                ),
+                .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.exhausted)),
+                .finished(
+                    RetrySummary(reason: .exhausted, attempts: 2, elapsed: .seconds(2) + d[0]), error: "TestError(2)"),
+                .result("error TestError(2)"),
+            ],
+            waits: [.seconds(2), d[0]])
+        await expectParity(scenario, expected: expected, styles: timedStyles)
+    }
+
+    @Test("`.stop` pays for no retry; a cancelled wait keeps what its retry paid")
+    func budgetWithStopAndCancel() async {
+        var stop = ParityScenario(maxAttempts: 5, steps: [], stopOn: 2)
+        stop.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
+        let d = stop.coreDelays(2)
+        let a1 = attempt(1, of: 5, at: .zero)
+        let a2 = attempt(2, of: 5, at: d[0])
+        let expectedStop = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+                .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.stopped)),
+                .finished(RetrySummary(reason: .stopped, attempts: 2, elapsed: d[0]), error: "TestError(2)"),
+                .result("error TestError(2)"),
+            ],
+            waits: [d[0]], tokens: 45)
+        await expectParity(stop, expected: expectedStop, styles: everyStyle)
+
+        var cancel = ParityScenario(maxAttempts: 5, steps: [], cancel: .duringWait(2))
+        cancel.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
+        let expectedCancel = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
+                .finished(
+                    RetrySummary(reason: .cancelled, attempts: 2, elapsed: d[0] + d[1] / 2),
+                    error: "CancellationError()"),
+                .result("error CancellationError()"),
+            ],
+            waits: d, tokens: 40)
+        await expectParity(cancel, expected: expectedCancel, styles: everyStyle)
+    }
+
+    @Test("A retry that the total deadline forbids is not paid for; immediate retries pay like any other")
+    func budgetWithDeadlineAndImmediateRetries() async {
+        var deadline = ParityScenario(maxAttempts: 10, steps: [])
+        let d = deadline.coreDelays(2)
+        deadline.totalTimeout = d[0] + d[1] / 2
+        deadline.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
+        let a1 = attempt(1, of: 10, at: .zero)
+        let a2 = attempt(2, of: 10, at: d[0])
+        let exceeded = "RetryError(retry deadline exceeded after 2 attempts in \(d[0]); last error: TestError(2))"
+        let expectedDeadline = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+                .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.deadlineExceeded)),
+                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 2, elapsed: d[0]), error: exceeded),
+                .result("error \(exceeded)"),
+            ],
+            waits: [d[0]], tokens: 45)
+        await expectParity(deadline, expected: expectedDeadline, styles: timedStyles)
+
+        var immediate = ParityScenario(maxAttempts: 4, steps: [.fail, .fail, .succeed])
+        immediate.immediateRetries = true
+        immediate.budget = ParityBudget(capacity: 12, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 0)
+        let i1 = attempt(1, of: 4, at: .zero)
+        let i2 = attempt(2, of: 4, at: .zero)
+        let i3 = attempt(3, of: 4, at: .zero)
+        let expectedImmediate = ParityRun(
+            log: [
+                .started(i1), .failed(i1, error: "TestError(1)", next: .retry(after: .zero)),
+                .started(i2), .failed(i2, error: "TestError(2)", next: .retry(after: .zero)),
+                .started(i3), .succeeded(i3, value: "v3"),
+                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .zero), error: nil),
+                .result("value v3"),
+            ],
+            waits: [], tokens: 7)
+        await expectParity(immediate, expected: expectedImmediate, styles: everyStyle)
+
+        var single = ParityScenario(maxAttempts: 1, steps: [.fail])
+        single.budget = ParityBudget(capacity: 12, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 1)
+        let s1 = attempt(1, of: 1, at: .zero)
+        let expectedSingle = ParityRun(
+            log: [
+                .started(s1), .failed(s1, error: "TestError(1)", next: .giveUp(.exhausted)),
+                .finished(RetrySummary(reason: .exhausted, attempts: 1, elapsed: .zero), error: "TestError(1)"),
+                .result("error TestError(1)"),
+            ],
+            waits: [], tokens: 7)
+        await expectParity(single, expected: expectedSingle, styles: everyStyle)
+    }
+}
+
+/// Issue 12, "bad input": a timeout of any size behaves the same in every style, rejected or clamped in one place.
+extension ParityLimitsTests {
+    @Test(
+        "A zero attempt timeout or a negative total timeout: invalidConfiguration, no attempt, in every style",
+        arguments: [
+            (Duration?.none, Duration?.some(.zero), "the per-attempt timeout must be positive (got 0.0 seconds)"),
+            (
+                Duration?.some(.nanoseconds(-1)), Duration?.none,
+                "the total timeout must not be negative (got -1e-09 seconds)"
+            ),
+        ])
+    func invalidTimeouts(total: Duration?, attempt: Duration?, problem: String) async {
+        let scenario = ParityScenario(maxAttempts: 3, totalTimeout: total, attemptTimeout: attempt, steps: [.succeed])
+        let error = "RetryError(invalid retry configuration: \(problem) after 0 attempts)"
+        let expected = ParityRun(
+            log: [
+                .finished(RetrySummary(reason: .invalidConfiguration, attempts: 0, elapsed: .zero), error: error),
+                .result("error \(error)"),
+            ],
+            waits: [])
+        await expectParity(scenario, expected: expected, styles: timedStyles)
+    }
+
+    @Test("Timeouts of .seconds(Int64.max): clamped to the saturation limit alike in every style")
+    func hugeTimeouts() async {
+        let limit = BackoffStrategy<ContinuousClock>.saturationLimit
+        let timedOut = "RetryError(attempt timed out after 1 attempt in \(limit))"
+        let scenario = ParityScenario(maxAttempts: 3, attemptTimeout: .seconds(Int64.max), steps: [.hang, .succeed])
+        let d = scenario.coreDelays(1)
+        let a1 = attempt(1, of: 3, at: .zero)
+        let a2 = attempt(2, of: 3, at: limit + d[0])
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: timedOut, next: .retry(after: d[0])),
+                .started(a2), .succeeded(a2, value: "v2"),
+                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: limit + d[0]), error: nil),
+                .result("value v2"),
+            ],
+            waits: [limit, d[0]])
+        await expectParity(scenario, expected: expected, styles: timedStyles)
+
+        // Both clamped to the same bound: the attempt's timeout is the total deadline, and the run ends there.
+        var both = scenario
+        both.totalTimeout = .nanoseconds(Int64.max)
+        let exceeded = "RetryError(retry deadline exceeded after 1 attempt in \(limit); last error: \(timedOut))"
+        let expectedBoth = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: timedOut, next: .giveUp(.deadlineExceeded)),
+                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 1, elapsed: limit), error: exceeded),
+                .result("error \(exceeded)"),
+            ],
+            waits: [limit])
+        await expectParity(both, expected: expectedBoth, styles: timedStyles)
+    }
+}

@@ -63,7 +63,7 @@ struct ParityScenario: Sendable {
         /// Calls its completion twice with `"v\(n)"` and `"again"`; the async form succeeds once.
         case succeedTwice
         /// Hangs like ``hang``, then delivers `"late v\(n)"` when cancelled: from its cancel hook (too late, the
-        /// attempt is over), or by returning it (the async form ignores the cancellation). Policy scenarios only.
+        /// attempt is over), or by returning it (the async form ignores the cancellation).
         case hangThenLateValue
     }
 
@@ -155,8 +155,12 @@ struct ParityScenario: Sendable {
             done(.failure(TestError(number)))
         case .succeed:
             done(.success("v\(number)"))
-        case .hang, .hangThenLateValue:
+        case .hang:
             progress.keep(done)  // never calls done: a timer or a cancel ends it
+            progress.milestone()
+        case .hangThenLateValue:
+            progress.keep(done)
+            done.onCancel { done(.success("late v\(number)")) }  // too late: the attempt is over
             progress.milestone()
         case .failTwice:
             done(.failure(TestError(number)))
@@ -174,10 +178,14 @@ struct ParityScenario: Sendable {
             throw TestError(number)
         case .succeed, .succeedTwice:
             return "v\(number)"
-        case .hang, .hangThenLateValue:
+        case .hang:
             progress.milestone()
             try await Task.sleep(for: .seconds(600))  // real time, but cancelled at once by a timeout or a cancel
             throw CancellationError()
+        case .hangThenLateValue:
+            progress.milestone()
+            try? await Task.sleep(for: .seconds(600))  // real time, but cancelled at once by a timeout or a cancel
+            return "late v\(number)"  // ignores the cancellation
         }
     }
 }
@@ -201,7 +209,7 @@ struct ParityBudget: Sendable {
         let other: RetryHandle<String> = retry(
             maxAttempts: retriesByOthers + 1, budget: budget, on: DispatchQueue(label: "parity-other"),
             scheduler: scheduler, operation: { attempt, done in done(.failure(TestError(-attempt.number))) },
-            completion: { (_: Result<String, any Error>) in })
+            completion: { (_: Result<String, any Error>, _) in })
         scheduler.run()
         #expect(other.isFinished, "the other retrier ran on virtual time")
         return budget

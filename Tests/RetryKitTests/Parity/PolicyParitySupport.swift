@@ -12,6 +12,12 @@ enum PolicyParityStyle: String, CaseIterable, Sendable, CustomTestStringConverti
     /// `policy.execute(on:scheduler:)` with a `{ attempt, done in … }` operation, or
     /// `policy.repeating(withDelay:).execute(on:scheduler:…onValue:completion:)`.
     case callback = "callback policy"
+    /// `policy.executeTask(on:scheduler:)` with an `async throws` operation, or
+    /// `policy.repeating(withDelay:).executeTask(on:scheduler:…onValue:completion:)`.
+    case callbackTask = "callback policy, async operation (executeTask)"
+    /// The callback policy with a done-style operation, its result awaited with `handle.value` (cancel: the awaiting
+    /// task).
+    case handleValue = "callback policy, handle.value"
     /// `try await policy.execute(clock:)`, or `for try await value in policy.repeating(withDelay:).values(clock:)`.
     case async = "async policy"
 
@@ -100,6 +106,7 @@ struct PolicyParityScenario: Sendable {
             progress.keep(done)  // never calls done: only the condition (or a cancel) ends it
             progress.milestone()
         case .hangThenLateValue:
+            progress.keep(done)
             done.onCancel { done(.success("late v\(k)")) }  // too late: the attempt was cancelled
             progress.milestone()
         }
@@ -138,16 +145,18 @@ private final class AttemptCounter: Sendable {
 /// delivered, then the final result; and the timers the driver moved time through.
 func runPolicyParity(_ scenario: PolicyParityScenario, _ style: PolicyParityStyle) async -> ParityRun {
     switch style {
-    case .callback: return runPolicyOnScheduler(scenario)
+    case .callback, .callbackTask, .handleValue: return await runPolicyOnScheduler(scenario, style)
     case .async: return await runPolicyOnClock(scenario)
     }
 }
 
-/// The completion-handler style: a done-style operation on a `VirtualScheduler`, so that everything runs on the
-/// driver's thread, within `advance`.
-private func runPolicyOnScheduler(_ scenario: PolicyParityScenario) -> ParityRun {
+/// The completion-handler styles, on a `VirtualScheduler` that ticks `progress` whenever work is handed to it.
+///
+/// With a done-style operation everything runs on the driver's thread, within `advance`; with an async operation
+/// (`executeTask`), an attempt completes from its task and the driver waits for the tick of that completion's hop.
+private func runPolicyOnScheduler(_ scenario: PolicyParityScenario, _ style: PolicyParityStyle) async -> ParityRun {
     let progress = ParityProgress()
-    let scheduler = VirtualScheduler()
+    let scheduler = ParityScheduler(progress)
     let recorder = ParityRecorder()
     let counter = AttemptCounter()
     let finished = Locked(false)
@@ -155,82 +164,136 @@ private func runPolicyOnScheduler(_ scenario: PolicyParityScenario) -> ParityRun
     let condition = scenario.condition.map { RetryCondition($0) }
     let budget = scenario.budget?.make()
     let policy = scenario.policy(condition, budget: budget)
+    let awaitsValue = style == .handleValue
     let operation: @Sendable (RetryAttempt, AttemptCompletion<String>) -> Void = { _, done in
         scenario.perform(counter.next(), done, progress)
     }
-    let cancel: @Sendable () -> Void
-    if let delay = scenario.repeatDelay {
-        cancel =
-            policy.repeating(withDelay: delay).execute(
-                on: queue, scheduler: scheduler, operation: operation, observer: recorder.observer(progress),
-                onValue: { value in
-                    recorder.append(.result("value \(value)"))
-                    progress.milestone()  // the pause: only its timer moves the run on
-                },
-                completion: { error in
-                    recorder.append(.result("error \(error)"))
-                    finished.withLock { $0 = true }
-                }
-            ).cancel
-    } else {
-        cancel =
-            policy.execute(
-                on: queue, scheduler: scheduler, operation: operation, observer: recorder.observer(progress),
-                completion: { (result: Result<String, any Error>, _: RetrySummary) in
-                    recorder.append(ParityEntry(result))
-                    finished.withLock { $0 = true }
-                }
-            ).cancel
+    let taskOperation: @Sendable (RetryAttempt) async throws -> String = { _ in
+        try await scenario.perform(counter.next(), progress)
     }
-    scheduler.advance()
+    let onValue: @Sendable (String) -> Void = { value in
+        recorder.append(.result("value \(value)"))
+        progress.milestone()  // the pause: only its timer moves the run on
+    }
+    let ended: @Sendable (ParityEntry) -> Void = { entry in
+        if !awaitsValue { recorder.append(entry) }
+        finished.withLock { $0 = true }
+    }
+    let observer = recorder.observer(progress)
+    var handle: (cancel: @Sendable () -> Void, isFinished: @Sendable () -> Bool)
+    /// The task awaiting `handle.value`, for ``PolicyParityStyle/handleValue``: how to cancel it and what it got.
+    var awaiter: (cancel: @Sendable () -> Void, entry: @Sendable () async -> ParityEntry)?
+    if let delay = scenario.repeatDelay {
+        let repeating = policy.repeating(withDelay: delay)
+        let completion: @Sendable (any Error) -> Void = { error in ended(.result("error \(error)")) }
+        let started =
+            style == .callbackTask
+            ? repeating.executeTask(
+                on: queue, scheduler: scheduler, operation: taskOperation, observer: observer, onValue: onValue,
+                completion: completion)
+            : repeating.execute(
+                on: queue, scheduler: scheduler, operation: operation, observer: observer, onValue: onValue,
+                completion: completion)
+        handle = (started.cancel, { started.isFinished })
+        if awaitsValue {
+            let task = Task { await parityValue(of: started) }  // a repetition has no value: it ends with an error
+            awaiter = (
+                { task.cancel() },
+                {
+                    guard case .failure(let error) = await task.value else { return .result("no error") }
+                    return .result("error \(error)")
+                }
+            )
+        }
+    } else {
+        let completion: @Sendable (Result<String, any Error>, RetrySummary) -> Void = { result, _ in
+            ended(ParityEntry(result))
+        }
+        let started =
+            style == .callbackTask
+            ? policy.executeTask(
+                on: queue, scheduler: scheduler, operation: taskOperation, observer: observer, completion: completion)
+            : policy.execute(
+                on: queue, scheduler: scheduler, operation: operation, observer: observer, completion: completion)
+        handle = (started.cancel, { started.isFinished })
+        if awaitsValue {
+            let task = Task { await parityValue(of: started) }
+            awaiter = ({ task.cancel() }, { ParityEntry(await task.value) })
+        }
+    }
 
     var waits: [Duration] = []
     var handled = 0
-    /// Moves time through the timer of the next milestone (or half of it); `false` if the run does not wait.
-    func throughTimer(half: Bool) -> Bool {
-        guard progress.milestones > handled, let next = scheduler.nextDeadline else { return false }
+    let base = scheduler.base
+    /// Runs the work that is due until `ready` holds, waiting for the next tick whenever it does not yet.
+    func pump(until ready: () -> Bool) async {
+        while true {
+            let seen = progress.ticks
+            base.advance()
+            if ready() { return }
+            await progress.waitForTick(after: seen)
+        }
+    }
+    /// Moves time through the timer of the next milestone (or half of it); `false` if the run ended instead.
+    func throughTimer(half: Bool) async -> Bool {
+        await pump { progress.milestones > handled || finished.withLock { $0 } }
+        guard progress.milestones > handled, let next = base.nextDeadline else { return false }
         handled += 1
-        let wait = next - scheduler.now
+        let wait = next - base.now
         waits.append(wait)
-        scheduler.advance(by: half ? wait / 2 : wait)
-        scheduler.advance()
+        base.advance(by: half ? wait / 2 : wait)
         return true
     }
+    await pump { true }
     for command in scenario.script {
         switch command {
         case .idle(let duration):
-            #expect(scheduler.pendingCount == 0, "callback: no timer while the run waits for the condition")
-            scheduler.advance(by: duration)
+            base.advance()
+            #expect(
+                base.nextDeadline.map { $0 <= base.now } ?? true,
+                "\(style): no timer while the run waits for the condition")
+            base.advance(by: duration)
         case .set(let value):
             condition?.value = value
-            scheduler.advance()
+            base.advance()
         case .finish:
             condition?.finish()
-            scheduler.advance()
+            base.advance()
         case .wait, .halfWait:
-            if !throughTimer(half: command == .halfWait) { Issue.record("callback: the run does not wait on a timer") }
+            if await !throughTimer(half: command == .halfWait) {
+                Issue.record("\(style): the run does not wait on a timer")
+            }
         case .restOfWait:
-            guard let next = scheduler.nextDeadline else {
-                Issue.record("callback: no timer is pending")
+            guard let next = base.nextDeadline else {
+                Issue.record("\(style): no timer is pending")
                 break
             }
-            waits.append(next - scheduler.now)
-            scheduler.advance(by: next - scheduler.now)
-            scheduler.advance()
+            waits.append(next - base.now)
+            base.advance(by: next - base.now)
         case .hang:
-            if progress.milestones > handled { handled += 1 } else { Issue.record("callback: no attempt hangs") }
+            await pump { progress.milestones > handled }
+            handled += 1
         case .toEnd:
-            while !finished.withLock({ $0 }), throughTimer(half: false) {}
+            while await throughTimer(half: false) {}
         case .cancel:
-            cancel()
-            scheduler.advance()
+            if let awaiter { awaiter.cancel() } else { handle.cancel() }
+            await pump { handle.isFinished() }
         }
     }
-    scheduler.advance()
-    #expect(finished.withLock { $0 }, "callback: the run is over at the end of the script")
-    #expect(scheduler.pendingCount == 0, "callback: no timer or hop is left behind")
-    #expect(condition.map { $0.observerCount == 0 } ?? true, "callback: the run stopped observing the condition")
+    await pump { finished.withLock { $0 } }
+    if let awaiter { recorder.append(await awaiter.entry()) }
+    #expect(base.pendingCount == 0, "\(style): no timer or hop is left behind")
+    #expect(condition.map { $0.observerCount == 0 } ?? true, "\(style): the run stopped observing the condition")
     return ParityRun(log: recorder.log, waits: waits, tokens: budget?.availableTokens)
+}
+
+/// What `handle.value` gives.
+private func parityValue<Value: Sendable>(of handle: RetryHandle<Value>) async -> Result<Value, any Error> {
+    do {
+        return .success(try await handle.value)
+    } catch {
+        return .failure(error)
+    }
 }
 
 /// The async style, on a `VirtualClock`. Time moves only in the driver's commands, each after the run has reached the

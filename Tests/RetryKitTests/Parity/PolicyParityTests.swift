@@ -4,8 +4,9 @@ import Testing
 
 /// Issue 12.6, "parity extended": gated (`onlyWhen`) and repeating policies carry out the same attempts, wait the same
 /// timers and emit the same events in the completion-handler style (`policy.execute(on:)`,
-/// `policy.repeating(withDelay:).execute(on:…onValue:…)`, on a `VirtualScheduler`) and the async style
-/// (`policy.execute(clock:)`, `policy.repeating(withDelay:).values(clock:)`, on a `VirtualClock`).
+/// `policy.repeating(withDelay:).execute(on:…onValue:…)`, on a `VirtualScheduler`), its bridges (`executeTask(on:)`
+/// with an async operation; `handle.value` awaited from a task) and the async style (`policy.execute(clock:)`,
+/// `policy.repeating(withDelay:).values(clock:)`, on a `VirtualClock`).
 ///
 /// Each test scripts the condition and the moves of time (``PolicyParityScenario/Command``), runs the script in both
 /// styles, and compares the logs with the one the test writes down: every event with its attempt (number, attempts
@@ -204,10 +205,29 @@ struct PolicyParityTests {
         await expectPolicyParity(scenario, expected: expected)
     }
 
+    @Test("Gated: a cancel while the run waits for the condition: CancellationError, no further attempt")
+    func cancelWhileWaitingForTheCondition() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 5, condition: .some(true), steps: [],
+            script: [.halfWait, .set(false), .idle(.seconds(3)), .cancel])
+        let a1 = attempt(1, of: 5, at: .zero)
+        let expected = ParityRun(
+            log: [
+                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+                .finished(
+                    RetrySummary(reason: .cancelled, attempts: 1, elapsed: .milliseconds(3_500)),
+                    error: "CancellationError()"),
+                .result("error CancellationError()"),
+            ],
+            waits: [.seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
     /// Inherent to the styles: a completion-handler attempt that is cancelled is over, so a value it delivers later
-    /// (here from its cancel hook) is ignored, and the run waits for the condition; an async attempt cannot be stopped,
-    /// only asked to stop, so a value it returns anyway is the run's result (as `RetryPolicy.execute(clock:)`
-    /// documents). Up to the interruption both styles log the same.
+    /// (from its cancel hook, or returned by an `executeTask` operation that ignores its task's cancellation) is
+    /// ignored, and the run waits for the condition; in the async style an attempt cannot be stopped, only asked to
+    /// stop, so a value it returns anyway is the run's result (as `RetryPolicy.execute(clock:)` documents). Up to the
+    /// interruption every style logs the same.
     @Test("Gated: an attempt that delivers a value after the condition closed (an inherent difference)")
     func lateValueAfterTheConditionClosed() async {
         let scenario = PolicyParityScenario(
@@ -286,6 +306,62 @@ struct PolicyParityTests {
                 .result("error TestError(5)"),
             ],
             waits: [.seconds(10), .seconds(5), .seconds(1), .seconds(10), .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Repeating and gated: closed during an attempt, then ended: conditionEnded after the values so far")
+    func repeatingEndsWhileClosed() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 3, condition: .some(true), repeatDelay: .seconds(10), steps: [.succeed, .hang],
+            script: [.wait, .hang, .set(false), .finish])
+        let a1 = attempt(1, of: 3, at: .zero)
+        let ended = "RetryError(retry condition ended while false after 2 attempts)"
+        let expected = ParityRun(
+            log: [
+                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+                .started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled)),
+                .finished(RetrySummary(reason: .conditionEnded, attempts: 2, elapsed: .seconds(10)), error: ended),
+                .result("error \(ended)"),
+            ],
+            waits: [.seconds(10)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Repeating with a pause of .seconds(Int64.max): clamped to the saturation limit alike in every style")
+    func repeatingWithAHugePause() async {
+        let limit = BackoffStrategy<ContinuousClock>.saturationLimit
+        let scenario = PolicyParityScenario(
+            maxAttempts: 2, condition: nil, repeatDelay: .seconds(Int64.max), steps: [.succeed, .fail, .fail],
+            script: [.toEnd])
+        let a1 = attempt(1, of: 2, at: .zero)
+        let a2 = attempt(2, of: 2, at: .seconds(1))
+        let expected = ParityRun(
+            log: [
+                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
+                .started(a2), .failed(a2, error: "TestError(3)", next: .giveUp(.exhausted)),
+                .finished(
+                    RetrySummary(reason: .exhausted, attempts: 3, elapsed: limit + .seconds(1)), error: "TestError(3)"),
+                .result("error TestError(3)"),
+            ],
+            waits: [limit, .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
+    @Test("Repeating and gated: closed at first, no attempt until it opens; the next trial waits after the pause")
+    func repeatingClosedAtFirst() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 2, condition: .some(false), repeatDelay: .seconds(10), steps: [.succeed],
+            script: [.idle(.seconds(5)), .set(true), .halfWait, .set(false), .restOfWait, .idle(.seconds(1)), .finish])
+        let a1 = attempt(1, of: 2, at: .zero)
+        let ended = "RetryError(retry condition ended while false after 1 attempt)"
+        let expected = ParityRun(
+            log: [
+                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
+                .finished(RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .seconds(16)), error: ended),
+                .result("error \(ended)"),
+            ],
+            waits: [.seconds(10), .seconds(5)])
         await expectPolicyParity(scenario, expected: expected)
     }
 

@@ -104,7 +104,7 @@ struct BudgetOutageTests {
             on: queue,
             operation: { (_: RetryAttempt, done: AttemptCompletion<Int>) in
                 flaky.increment() == 1 ? done(.failure(Outage())) : done(.success(2))
-            }, completion: { _ in })
+            }, completion: { _, _ in })
         #expect(await cbWait { handle.isFinished })
         #expect(flaky.count == 2)
     }

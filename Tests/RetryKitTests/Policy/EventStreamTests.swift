@@ -22,7 +22,7 @@ struct EventStreamTests {
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 attempt.number < 2 ? done(.failure(CBError(code: attempt.number))) : done(.success(attempt.number))
-            }, observer: observer, completion: { _ in })
+            }, observer: observer, completion: { _, _ in })
         scheduler.run()  // the run is over before anyone listens
         #expect(
             await collect(events) == [
@@ -61,7 +61,7 @@ struct EventStreamTests {
             operation: { attempt, done in
                 done.onCancel { hooks.increment() }
                 if hooks.count > 0 { done(.success(attempt.number)) } else { kept.keep(done) }
-            }, observer: observer, completion: { _ in })
+            }, observer: observer, completion: { _, _ in })
         scheduler.advance()
         condition.value = false  // abandons trial 1; its `finished` is not forwarded
         condition.value = true
@@ -97,7 +97,7 @@ struct EventStreamTests {
             operation: { _, completion in
                 done.set(completion)
                 completion(.success(1))
-            }, observer: observer, completion: { _ in })
+            }, observer: observer, completion: { _, _ in })
         scheduler.run()
         done.get?(.success(2))
         scheduler.run()

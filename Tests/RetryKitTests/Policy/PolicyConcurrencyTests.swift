@@ -23,7 +23,7 @@ struct PolicyConcurrencyTests {
                         attempt.number < 3 ? done(.failure(CBError(code: run))) : done(.success(run))
                     }
                 },
-                completion: { result in
+                completion: { result, _ in
                     completions.withLock { $0[run] += 1 }
                     values.withLock { $0[run] = result.cbValue }
                 })
@@ -99,7 +99,7 @@ struct PolicyConcurrencyTests {
                 on: queue,
                 operation: { (_: RetryAttempt, done: AttemptCompletion<Int>) in
                     DispatchQueue.global().async { done(.success(run)) }
-                }, completion: { _ in completions.increment() })
+                }, completion: { _, _ in completions.increment() })
         }
         DispatchQueue.concurrentPerform(iterations: runs) { index in
             if index.isMultiple(of: 3) { condition.value = index.isMultiple(of: 2) }

@@ -119,7 +119,7 @@ struct PolicyCallbackExecuteTests {
                     operation: { _, done in
                         calls.increment()
                         done(.success(1))
-                    }, completion: { result in results.withLock { $0.append(result) } })
+                    }, completion: { result, _ in results.withLock { $0.append(result) } })
                 handle.cancel()
             }
         }

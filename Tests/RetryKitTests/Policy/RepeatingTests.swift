@@ -286,6 +286,32 @@ struct RepeatingAsyncTests {
         #expect(times.values == [.zero, .seconds(10), .seconds(35)])
     }
 
+    @Test func theIteratorObservesTheConditionOnlyInsideNextAndKeepsItsPauseBetweenCalls() async throws {
+        let clock = VirtualClock()
+        let condition = RetryCondition(true)
+        let calls = AsyncCounter()
+        let sequence = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) {
+            _ in calls.increment()
+        }
+        let task = Task {
+            var iterator = sequence.makeAsyncIterator()
+            let first = try await iterator.next()
+            let observersBetweenCalls = condition.observerCount
+            condition.value = false  // during the pause: the pause still runs its course, then the gate waits
+            let second = try await iterator.next()
+            var fresh = sequence.makeAsyncIterator()  // a new iteration starts afresh, without a pause
+            let third = try await fresh.next()
+            return [first, second, third, observersBetweenCalls]
+        }
+        await clock.waitForSleepers()
+        await clock.advance(by: .seconds(5))
+        #expect(await cbWait { condition.observerCount == 1 }, "after the pause, waiting for the condition")
+        #expect(calls.value == 1)
+        condition.value = true
+        #expect(try await task.value == [1, 2, 3, 0], "nothing observes the condition between two calls")
+        #expect(condition.observerCount == 0)
+    }
+
     @Test func theConditionGatesEachRepetitionAndItsEndEndsTheSequence() async throws {
         let clock = VirtualClock()
         let condition = RetryCondition(true)

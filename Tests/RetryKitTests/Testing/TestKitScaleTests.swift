@@ -133,7 +133,7 @@ struct TestKitScaleTests {
             operation: { attempt, done in
                 attempt.number < 3 ? done(.failure(CBError(code: attempt.number))) : done(.success(attempt.number))
             }, strategy: { _ in .backoff(.constant(.seconds(Int64.max))) },
-            completion: { outcome in result.withLock { $0 = outcome } })
+            completion: { outcome, _ in result.withLock { $0 = outcome } })
         for _ in 0..<5 { scheduler.advance(by: .seconds(Int64.max)) }
         #expect(result.withLock { $0?.cbValue } == 3)
     }
