@@ -124,10 +124,13 @@ await #expect(throws: CancellationError.self) { try await task.value }
 @Test("CancellationGuarantees.md: withRetryAbandonsAttempt") func withRetryAbandonsAttempt() async throws {
 #sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 196)
 let hooks = Recorder<String>()
+let pending = Recorder<AttemptCompletion<Int>>()
 let (started, signal) = AsyncStream.makeStream(of: Void.self)
 let task = Task {
     try await withRetry { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
-        // A legacy call that never calls back.
+        // A legacy call that never calls back, and keeps `done` meanwhile, as a pending request does (a `done`
+        // released uncalled would fail the attempt at once).
+        pending.append(done)
         done.onCancel { hooks.append("cancelled attempt \(attempt.number)") }
         signal.yield()
     }

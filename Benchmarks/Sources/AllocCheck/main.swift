@@ -29,7 +29,7 @@ import Workloads
 let limits: [Workload: Double] = [
     .callbackRetryKit: 13.5,
     .callbackRetryKitOnce: 11.5,
-    .withRetryNow: 3.5,
+    .withRetryNow: 4.5,
     .asyncSuccess: 0.5,
     .asyncFailTwice: 1.5,
 ]

@@ -88,10 +88,13 @@ public func withRetry<Value: Sendable, C: Clock>(
     return try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, deadline in
-            let sink = bridge.begin(attempt.number, timed: deadline != nil)
+            let timed = deadline != nil
             let outcome = await withTaskCancellationHandler(
                 operation: {
-                    operation(attempt, AttemptCompletion(sink: sink, attempt: attempt))
+                    // The sink is held by the completion alone (no local keeps it): when the operation lets go of
+                    // every copy uncalled, the attempt fails at once (see `BridgeCompletionToken`).
+                    operation(
+                        attempt, AttemptCompletion(sink: bridge.begin(attempt.number, timed: timed), attempt: attempt))
                     // No wait at all for an attempt that has already ended (completed synchronously or cancelled),
                     // and no timer.
                     if let ended = bridge.takeOutcome() { return ended }
@@ -276,7 +279,18 @@ final class RetryBridge: AttemptSink, Sendable {
             s.ended = false
             s.outcome = nil
         }
-        return record ?? self
+        return BridgeCompletionToken(record ?? self, bridge: self, attempt: number)
+    }
+
+    /// Every copy of attempt `number`'s completion was released: if the attempt has not ended (no call, no timeout,
+    /// no cancel), it fails with ``RetryError/Reason-swift.enum/completionReleased`` instead of waiting forever.
+    func released(_ number: Int) {
+        let error = RetryError(.completionReleased)
+        let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
+            guard s.attempt == number, !s.ended else { return nil }
+            return s.end(.failure(error))
+        }
+        waiter?.resume(returning: .failure(error))
     }
 
     /// How the current attempt ended, if it has already.
@@ -384,6 +398,46 @@ final class RetryBridge: AttemptSink, Sendable {
     @usableFromInline
     func isAbandoned(_ attempt: RetryAttempt) -> Bool {
         withLock { s in s.attempt == attempt.number && s.timed == nil && s.record.abandoned }
+    }
+}
+
+/// What an attempt's completion reports to: it forwards every call to the attempt's sink (the bridge, or the
+/// attempt's own record when it has a timeout) and, when the last copy of the completion is released, tells the bridge,
+/// so that an operation that drops `done` uncalled fails its attempt instead of hanging the call.
+@usableFromInline
+final class BridgeCompletionToken: AttemptSink, Sendable {
+    let sink: any AttemptSink
+    let bridge: RetryBridge
+    let attempt: Int
+
+    init(_ sink: any AttemptSink, bridge: RetryBridge, attempt: Int) {
+        self.sink = sink
+        self.bridge = bridge
+        self.attempt = attempt
+    }
+
+    deinit {
+        bridge.released(attempt)
+    }
+
+    @usableFromInline
+    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
+        sink.attemptSucceeded(value, attempt)
+    }
+
+    @usableFromInline
+    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
+        sink.attemptFailed(error, attempt)
+    }
+
+    @usableFromInline
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
+        sink.setCancelHook(hook, attempt)
+    }
+
+    @usableFromInline
+    func isAbandoned(_ attempt: RetryAttempt) -> Bool {
+        sink.isAbandoned(attempt)
     }
 }
 

@@ -298,9 +298,11 @@ package struct RetryStateMachine: Sendable {
         var error = error
         // A metatype comparison first: a conditional cast of an existential costs several hundred instructions, and
         // almost every failure is the operation's own error.
-        if type(of: error) == RetryError.self, let missing = error as? RetryError, missing.reason == .missingResult {
+        if type(of: error) == RetryError.self, let missing = error as? RetryError,
+            missing.reason == .missingResult || missing.reason == .completionReleased
+        {
             // Made by a completion that does not know the attempt's place in the run: say which attempt, and when.
-            error = RetryError(.missingResult, attempts: attempt.number, elapsed: now)
+            error = RetryError(missing.reason, attempts: attempt.number, elapsed: now)
         }
         lastError = error
         if attempt.number >= configuration.maxAttempts {

@@ -88,8 +88,10 @@ struct RealClockCancellationTests {
     func bridgeDuringAnAttempt() async throws {
         let started = AsyncSignal()
         let hooks = AsyncCounter()
+        let pending = Locked<[AttemptCompletion<Int>]>([])  // the work in flight keeps its completion
         let task = Task {
             try await withRetry(maxAttempts: 3, attemptTimeout: Self.backoff) { (_, done: AttemptCompletion<Int>) in
+                pending.withLock { $0.append(done) }
                 done.onCancel { hooks.increment() }
                 started.fire()
             }

@@ -246,10 +246,12 @@ struct WithRetryTests {
         let clock = VirtualClock()
         let hooks = AsyncCounter()
         let events = AsyncLog<String>()
+        let pending = Locked<[AttemptCompletion<String>]>([])  // the work in flight keeps its completion
         let task = Task {
             try await withRetry(maxAttempts: 3, attemptTimeout: .seconds(2), clock: clock) {
                 (attempt, done: AttemptCompletion<String>) in
                 if attempt.number == 1 {
+                    pending.withLock { $0.append(done) }
                     done.onCancel { hooks.increment() }  // never completes
                 } else {
                     legacyLoad(attempt.number, fail: false) { done($0) }
