@@ -353,6 +353,15 @@ final class ParityProgress: Sendable {
         kept.withLock { $0.append(done) }
     }
 
+    /// Lets go of the kept completions (after the run: released uncalled, they change nothing any more).
+    func releaseKept() {
+        let released = kept.withLock { kept in
+            defer { kept = [] }
+            return kept
+        }
+        withExtendedLifetime(released) {}  // released here, outside the lock
+    }
+
     var milestones: Int { state.withLock { $0.counts.milestones } }
     /// Whether the run is over.
     var isClosed: Bool { state.withLock { $0.counts.closed } }
@@ -513,6 +522,7 @@ func runParityInEveryStyle(_ scenario: ParityScenario) async -> [(style: ParityS
 /// halfway, then cancels); otherwise it waits for the next tick, which an async operation's completion produces.
 private func runOnScheduler(_ scenario: ParityScenario, _ style: ParityStyle) async -> ParityRun {
     let progress = ParityProgress()
+    defer { progress.releaseKept() }  // kept completions would keep their retrier's records alive after the test
     let scheduler = ParityScheduler(progress)
     let recorder = ParityRecorder()
     let completion = Locked<(result: Result<String, any Error>, summary: RetrySummary)?>(nil)
@@ -619,6 +629,7 @@ private func runOnScheduler(_ scenario: ParityScenario, _ style: ParityStyle) as
 /// can never fire early.
 private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async -> ParityRun {
     let progress = ParityProgress()
+    defer { progress.releaseKept() }  // kept completions would keep their retrier's records alive after the test
     let clock = VirtualClock()
     let recorder = ParityRecorder()
     let budget = scenario.budget?.make()

@@ -156,6 +156,7 @@ func runPolicyParity(_ scenario: PolicyParityScenario, _ style: PolicyParityStyl
 /// (`executeTask`), an attempt completes from its task and the driver waits for the tick of that completion's hop.
 private func runPolicyOnScheduler(_ scenario: PolicyParityScenario, _ style: PolicyParityStyle) async -> ParityRun {
     let progress = ParityProgress()
+    defer { progress.releaseKept() }  // kept completions would keep their retrier's records alive after the test
     let scheduler = ParityScheduler(progress)
     let recorder = ParityRecorder()
     let counter = AttemptCounter()
@@ -300,6 +301,7 @@ private func parityValue<Value: Sendable>(of handle: RetryHandle<Value>) async -
 /// point the command is for.
 private func runPolicyOnClock(_ scenario: PolicyParityScenario) async -> ParityRun {
     let progress = ParityProgress()
+    defer { progress.releaseKept() }  // kept completions would keep their retrier's records alive after the test
     let clock = VirtualClock()
     let recorder = ParityRecorder()
     let counter = AttemptCounter()
