@@ -525,11 +525,12 @@ package final class CallbackRunner: Sendable {
                 s.timer = timer
             }
             return CallbackStep(kind: .wait, attempt: failed, duration: delay, timer: timer, error: error)
-        case .finish(let termination):
+        case .finish:
             // The attempt in flight, if any, is abandoned.
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = nil
+            guard let termination = s.machine.termination else { return CallbackStep() }  // always set after `.finish`
             s.finish = CallbackFinish(termination, value: value)
             return CallbackStep(kind: .finish)
         }
