@@ -237,38 +237,108 @@ final class CustomScheduler: Sendable {
     }
 }
 
-/// The engine behind ``RetryHandle``.
-///
-/// Its mutable state (everything that changes) is behind RetryKit's one lock, a ``Locked`` (state and lock in one
-/// allocation); user code never runs while it is held. Everything else is immutable.
-@usableFromInline
-package final class CallbackRunner: Sendable {
-    /// Everything that changes.
-    private let state: Locked<CallbackRunnerState>
+/// What a runner keeps besides its lock: the immutable part, read without the lock, and the state, read and changed
+/// only under it.
+struct CallbackRunnerStorage {
     /// The queue the operation, strategy, observer and completion run on.
     let queue: DispatchQueue
     /// Where time and work come from, and when the retrier was created: elapsed time is measured from there.
     let clock: RunnerClock
     /// Whether an observer is attached; events are not built otherwise.
     let observes: Bool
+    /// Everything that changes.
+    var state: CallbackRunnerState
+}
 
+/// A runner's one allocation: the lock is the buffer's header, the ``CallbackRunnerStorage`` its one element (in the
+/// manner of ``Locked``, without a generic class in between, so that the storage is created and destroyed by
+/// specialized code).
+final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunnerStorage> {
+    /// A buffer holding `storage`, its lock initialized.
+    static func make(_ storage: CallbackRunnerStorage) -> CallbackRunnerBuffer {
+        let buffer = create(minimumCapacity: 1) { _ in LockPrimitive.Raw() }
+        // `create` returns an instance of the class it is called on.
+        let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
+        runner.withUnsafeMutablePointers { lock, element in
+            LockPrimitive.initialize(lock)
+            element.initialize(to: storage)
+        }
+        return runner
+    }
+
+    deinit {
+        withUnsafeMutablePointers { lock, storage in
+            _ = storage.deinitialize(count: 1)
+            LockPrimitive.destroy(lock)
+        }
+    }
+}
+
+/// A weak reference to a runner's storage (see ``CallbackRunner/probe``).
+package struct CallbackRunnerProbe: @unchecked Sendable {
+    // @unchecked Sendable: a weak reference, only ever read (to learn whether the storage is gone).
+    private weak var buffer: CallbackRunnerBuffer?
+
+    init(_ buffer: CallbackRunnerBuffer) {
+        self.buffer = buffer
+    }
+
+    /// The runner's storage while it is alive; `nil` once it has been released.
+    package var object: AnyObject? { buffer }
+}
+
+/// The engine behind ``RetryHandle``: a reference to its buffer (state and lock in one allocation). User code never
+/// runs while the lock is held.
+@usableFromInline
+package struct CallbackRunner: @unchecked Sendable {
+    // @unchecked Sendable: `ManagedBuffer` is not Sendable. The storage's `state` is only accessed while the lock (the
+    // header, initialized before the buffer is shared and never moved) is held; its other fields are immutable.
+    let buffer: CallbackRunnerBuffer
+
+    /// A runner for `configuration`, its state ready for `begin`.
     private init(
         configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, client: CallbackClient
     ) {
-        self.queue = queue
+        let clock: RunnerClock
         if type(of: scheduler) == DispatchTimerScheduler.self {
-            self.clock = .dispatch(origin: ContinuousTime.nanoseconds())
+            clock = .dispatch(origin: ContinuousTime.nanoseconds())
         } else {
-            self.clock = .custom(CustomScheduler(scheduler))
+            clock = .custom(CustomScheduler(scheduler))
         }
-        self.observes = client.observe != nil
-        self.state = Locked(CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+        buffer = CallbackRunnerBuffer.make(
+            CallbackRunnerStorage(
+                queue: queue, clock: clock, observes: client.observe != nil,
+                state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client)))
+    }
+
+    /// A weak reference to the runner's storage, for tests that check that a finished retrier is released.
+    package var probe: CallbackRunnerProbe {
+        CallbackRunnerProbe(buffer)
+    }
+
+    /// The queue the operation, strategy, observer and completion run on.
+    var queue: DispatchQueue {
+        buffer.withUnsafeMutablePointerToElements { $0.pointee.queue }
+    }
+
+    /// Where time and work come from.
+    var clock: RunnerClock {
+        buffer.withUnsafeMutablePointerToElements { $0.pointee.clock }
+    }
+
+    /// Whether an observer is attached.
+    var observes: Bool {
+        buffer.withUnsafeMutablePointerToElements { $0.pointee.observes }
     }
 
     /// Runs `body` with exclusive access to the runner's state, under its lock.
     @inline(__always)
     func withLock<T>(_ body: (inout CallbackRunnerState) throws -> T) rethrows -> T {
-        try state.withLock(body)
+        try buffer.withUnsafeMutablePointers { lock, storage in
+            LockPrimitive.lock(lock)
+            defer { LockPrimitive.unlock(lock) }
+            return try body(&storage.pointee.state)
+        }
     }
 
     /// Creates a retrier and starts it: its first step runs on the queue.
