@@ -70,6 +70,10 @@ struct CallbackClient: Sendable {
     /// nothing of the user's is kept once the retrier has finished, even while the operation keeps a completion.
     let observe: (@Sendable (CallbackEvent) -> Void)?
 
+    /// What a finished runner keeps in place of the user's closures: closures that capture nothing.
+    static let released = CallbackClient(
+        run: { _, _ in }, strategy: { _ in .stop }, finish: { _, _, _ in }, observe: nil)
+
     @usableFromInline
     init(
         run: @escaping @Sendable (RetryAttempt, any AttemptSink) -> Void,
@@ -109,8 +113,12 @@ package struct CallbackRunnerState {
     /// The engine: counts attempts, chooses delays, decides when to stop. The attempt it is running is the current
     /// one; a record whose number is not that one belongs to an attempt that has ended.
     var machine: RetryStateMachine
-    /// The user's closures; `nil` once the retrier has finished, so nothing they capture is retained.
-    var client: CallbackClient?
+    /// The user's closures; ``CallbackClient/released`` once the retrier has finished, so nothing they capture is
+    /// retained. Not an optional: an optional of this struct is copied and destroyed through the runtime's generic
+    /// value witnesses.
+    var client: CallbackClient
+    /// Whether the retrier has not finished yet (`client` is the user's).
+    var live = true
     /// The current attempt's cancel hook, until it runs or can no longer run.
     var hook: (@Sendable () -> Void)?
     /// The one pending timer: the wait before a retry, or the current attempt's timeout. Held here (the timer's handler
@@ -254,11 +262,18 @@ struct CallbackRunnerStorage {
 /// manner of ``Locked``, without a generic class in between, so that the storage is created and destroyed by
 /// specialized code).
 final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunnerStorage> {
-    /// A buffer holding `storage`, its lock initialized.
-    static func make(_ storage: CallbackRunnerStorage) -> CallbackRunnerBuffer {
+    /// A buffer holding a new runner's storage, its lock initialized.
+    static func make(
+        configuration: consuming RetryConfiguration, queue: DispatchQueue, clock: consuming RunnerClock,
+        client: consuming CallbackClient
+    ) -> CallbackRunnerBuffer {
         let buffer = create(minimumCapacity: 1) { _ in LockPrimitive.Raw() }
         // `create` returns an instance of the class it is called on.
         let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
+        let observes = client.observe != nil
+        let storage = CallbackRunnerStorage(
+            queue: queue, clock: clock, observes: observes,
+            state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
         runner.withUnsafeMutablePointers { lock, element in
             LockPrimitive.initialize(lock)
             element.initialize(to: storage)
@@ -297,7 +312,8 @@ package struct CallbackRunner: @unchecked Sendable {
 
     /// A runner for `configuration`, its state ready for `begin`.
     private init(
-        configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, client: CallbackClient
+        configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
+        client: consuming CallbackClient
     ) {
         let clock: RunnerClock
         if type(of: scheduler) == DispatchTimerScheduler.self {
@@ -305,10 +321,7 @@ package struct CallbackRunner: @unchecked Sendable {
         } else {
             clock = .custom(CustomScheduler(scheduler))
         }
-        buffer = CallbackRunnerBuffer.make(
-            CallbackRunnerStorage(
-                queue: queue, clock: clock, observes: client.observe != nil,
-                state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client)))
+        buffer = CallbackRunnerBuffer.make(configuration: configuration, queue: queue, clock: clock, client: client)
     }
 
     /// A weak reference to the runner's storage, for tests that check that a finished retrier is released.
@@ -344,7 +357,8 @@ package struct CallbackRunner: @unchecked Sendable {
     /// Creates a retrier and starts it: its first step runs on the queue.
     @usableFromInline
     static func start(
-        configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, client: CallbackClient
+        configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
+        client: consuming CallbackClient
     ) -> CallbackRunner {
         let runner = CallbackRunner(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
         runner.hop { runner.begin() }
@@ -395,14 +409,15 @@ package struct CallbackRunner: @unchecked Sendable {
     /// Handles an input on the queue: its transition, then every step that follows from it.
     @inline(__always)
     private func handle(_ body: (inout CallbackRunnerState, inout CallbackEffects) -> CallbackStep) {
-        var client: CallbackClient?
         var effects = CallbackEffects()
-        let step = withLock { s in
-            client = s.client
-            return body(&s, &effects)
+        // The client is copied before the transition: releasing the state's copy (when the retrier finishes) then
+        // releases none of the user's closures under the lock.
+        let (step, client) = withLock { s in
+            let client = s.client
+            return (body(&s, &effects), client)
         }
         effects.hook?()
-        if let client { carryOut(step, client) }
+        if step.kind != .idle { carryOut(step, client) }
         // A timer that stopped mattering is cancelled once the step has been carried out: it is usually the timer that
         // just fired (cancelling a fired one-shot source only lets Dispatch release it), and the next attempt should
         // not wait for that. It no longer is the state's timer, so it is harmless meanwhile.
@@ -519,13 +534,14 @@ package struct CallbackRunner: @unchecked Sendable {
     /// ``RetryHandle/cancel()``: decided on the calling thread; the completion is delivered on the queue.
     func cancel() {
         let now = elapsed
-        var client: CallbackClient?
+        var client = CallbackClient.released
         let step = transition { s, effects in
-            client = s.client
+            client = s.client  // copied before the transition: see `handle`
             return apply(s.machine.cancel(at: now), to: &s, &effects)
         }
-        guard step.kind == .finish, let client else { return }
-        hop { self.deliver(client) }
+        guard step.kind == .finish else { return }
+        let user = client
+        hop { self.deliver(user) }
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
@@ -565,7 +581,7 @@ package struct CallbackRunner: @unchecked Sendable {
         _ action: consuming RetryStateMachine.Action, value: ErasedValue? = nil, to s: inout CallbackRunnerState,
         _ effects: inout CallbackEffects
     ) -> CallbackStep {
-        guard s.client != nil else { return CallbackStep() }
+        guard s.live else { return CallbackStep() }
         switch consume action {
         case .none:
             return CallbackStep()
@@ -589,7 +605,8 @@ package struct CallbackRunner: @unchecked Sendable {
             // The attempt in flight, if any, is abandoned.
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
-            s.client = nil
+            s.client = .released
+            s.live = false
             s.undelivered = true
             s.value = value
             return CallbackStep(kind: .finish)
@@ -706,7 +723,7 @@ package struct CallbackRunner: @unchecked Sendable {
     /// retrier has finished (the observer is no longer kept then).
     func duplicateCompleted(_ attempt: RetryAttempt) {
         let sequence: UInt64? = withLock { s in
-            guard s.client != nil else { return nil }
+            guard s.live else { return nil }
             s.duplicateSequence &+= 1
             s.duplicates.append((s.duplicateSequence, attempt))
             return s.duplicateSequence
@@ -717,7 +734,7 @@ package struct CallbackRunner: @unchecked Sendable {
             let (due, observe): ([RetryAttempt], (@Sendable (CallbackEvent) -> Void)?) = self.withLock { s in
                 let due = s.duplicates.prefix { $0.sequence <= sequence }
                 s.duplicates.removeFirst(due.count)
-                return (due.map(\.attempt), s.client?.observe)
+                return (due.map(\.attempt), s.client.observe)
             }
             guard let observe else { return }
             for duplicate in due { observe(.duplicate(duplicate)) }

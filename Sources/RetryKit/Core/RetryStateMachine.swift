@@ -209,8 +209,11 @@ package struct RetryStateMachine: Sendable {
 
     /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
-    package init(_ configuration: RetryConfiguration) {
-        self.configuration = configuration.bounded
+    package init(_ configuration: consuming RetryConfiguration) {
+        // Bounded in place: `configuration.bounded` would copy the configuration (its budget and closure) once more.
+        if let total = configuration.totalTimeout { configuration.totalTimeout = DelayMath.bounded(total) }
+        if let attempt = configuration.attemptTimeout { configuration.attemptTimeout = DelayMath.bounded(attempt) }
+        self.configuration = configuration
     }
 
     /// Whether the retrier has finished.
