@@ -147,31 +147,31 @@ package struct CallbackRunnerState {
     }
 }
 
-/// What to do after an input, outside the lock. A flat struct rather than an enum with payloads: creating, moving and
-/// destroying one then costs no more than its few references, without the runtime's generic enum witnesses.
-struct CallbackStep {
-    enum Kind {
-        /// Nothing: the input was stale, or the work is done.
-        case idle
-        /// Emit `attemptStarted`, arm `timer` for `duration` (the attempt's timeout) if set, and run `attempt`.
-        case run
-        /// Ask the strategy about `error` (with `context`) and report the decision.
-        case consult
-        /// Emit `attemptFailed(attempt, error, next: .retry(after: duration))`, then wait: arm `timer`, or go on at
-        /// once for a zero delay.
-        case wait
-        /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
-        case finish
+/// What to do after an input, outside the lock. An enum whose payloads are small (an idle step is just its tag), so
+/// that creating, moving and destroying one costs little more than its references.
+enum CallbackStep {
+    /// Nothing: the input was stale, or the work is done.
+    case idle
+    /// Emit `attemptStarted`, arm `timer` for `timeout` (the attempt's timeout) if set, and run the attempt. The timer
+    /// is kept in the state already, so that cancelling meanwhile finds it.
+    case run(RetryAttempt, timeout: Duration?, timer: PendingTimer?)
+    /// Ask the strategy about `error` (with the context) and report the decision.
+    case consult(RetryDecisionContext, error: any Error)
+    /// Emit `attemptFailed(failed, error, next: .retry(after: delay))`, then wait: arm `timer`, or go on at once for a
+    /// zero delay (no timer).
+    case wait(failed: RetryAttempt, delay: Duration, error: any Error, timer: PendingTimer?)
+    /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
+    case finish
+
+    var isIdle: Bool {
+        if case .idle = self { return true }
+        return false
     }
 
-    var kind = Kind.idle
-    var attempt = RetryAttempt(number: 0, maxAttempts: 0, elapsed: .zero)
-    /// `run`: the attempt's timeout, if any; `wait`: the delay.
-    var duration: Duration?
-    /// The timer to arm: kept in the state already, so that cancelling meanwhile finds it.
-    var timer: PendingTimer?
-    var context = RetryDecisionContext(retryIndex: 0, previousDelay: nil)
-    var error: (any Error)?
+    var isFinish: Bool {
+        if case .finish = self { return true }
+        return false
+    }
 }
 
 /// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
@@ -417,7 +417,7 @@ package struct CallbackRunner: @unchecked Sendable {
             return (body(&s, &effects), client)
         }
         effects.hook?()
-        if step.kind != .idle { carryOut(step, client) }
+        if !step.isIdle { carryOut(step, client) }
         // A timer that stopped mattering is cancelled once the step has been carried out: it is usually the timer that
         // just fired (cancelling a fired one-shot source only lets Dispatch release it), and the next attempt should
         // not wait for that. It no longer is the state's timer, so it is harmless meanwhile.
@@ -502,10 +502,10 @@ package struct CallbackRunner: @unchecked Sendable {
             if let early = record.early.take() {
                 return resultTransition(record.number, early, at: now, &s, &effects)
             }
-            guard alone, record.state == .pending else { return CallbackStep() }
+            guard alone, record.state == .pending else { return .idle }
             reusable = true
             record.state = .ignored
-            guard s.isCurrent(record) else { return CallbackStep() }
+            guard s.isCurrent(record) else { return .idle }
             effects.dropped = s.hook.take()
             return resultTransition(
                 record.number, .failure(Self.releasedError(record.number, at: now)), at: now, &s, &effects)
@@ -521,11 +521,11 @@ package struct CallbackRunner: @unchecked Sendable {
     func timerFired(_ timer: PendingTimer) {
         let now = elapsed
         handle { s, effects in
-            guard s.timer === timer else { return CallbackStep() }
+            guard s.timer === timer else { return .idle }
             effects.stopped = s.timer.take()
             guard timer.attempt != 0 else { return apply(s.machine.waitElapsed(at: now), to: &s, &effects) }
             let action = s.machine.attemptTimedOut(timer.attempt, at: now)
-            if case .none = action { return CallbackStep() }
+            if case .none = action { return .idle }
             effects.hook = s.hook.take()
             return apply(action, to: &s, &effects)
         }
@@ -539,7 +539,7 @@ package struct CallbackRunner: @unchecked Sendable {
             client = s.client  // copied before the transition: see `handle`
             return apply(s.machine.cancel(at: now), to: &s, &effects)
         }
-        guard step.kind == .finish else { return }
+        guard step.isFinish else { return }
         let user = client
         hop { self.deliver(user) }
     }
@@ -570,7 +570,7 @@ package struct CallbackRunner: @unchecked Sendable {
         case .failure(let error):
             action = s.machine.attemptFailed(number, error: error, at: now)
         }
-        if case .none = action { return CallbackStep() }  // late: the attempt was cancelled or timed out
+        if case .none = action { return .idle }  // late: the attempt was cancelled or timed out
         effects.stopped = s.timer.take()
         return apply(action, value: value, to: &s, &effects)
     }
@@ -581,26 +581,26 @@ package struct CallbackRunner: @unchecked Sendable {
         _ action: consuming RetryStateMachine.Action, value: ErasedValue? = nil, to s: inout CallbackRunnerState,
         _ effects: inout CallbackEffects
     ) -> CallbackStep {
-        guard s.live else { return CallbackStep() }
+        guard s.live else { return .idle }
         switch consume action {
         case .none:
-            return CallbackStep()
+            return .idle
         case .run(let attempt, let timeout):
             var timer: PendingTimer?
             if timeout != nil {
                 timer = PendingTimer(runner: self, attempt: attempt.number)
                 s.timer = timer
             }
-            return CallbackStep(kind: .run, attempt: attempt, duration: timeout, timer: timer)
+            return .run(attempt, timeout: timeout, timer: timer)
         case .consultStrategy(let context, let error):
-            return CallbackStep(kind: .consult, context: context, error: error)
+            return .consult(context, error: error)
         case .retry(let delay, let failed, let error):
             var timer: PendingTimer?
             if delay > .zero {
                 timer = PendingTimer(runner: self, attempt: 0)
                 s.timer = timer
             }
-            return CallbackStep(kind: .wait, attempt: failed, duration: delay, timer: timer, error: error)
+            return .wait(failed: failed, delay: delay, error: error, timer: timer)
         case .finish:
             // The attempt in flight, if any, is abandoned.
             if let hook = s.hook.take() { effects.hook = hook }
@@ -609,7 +609,7 @@ package struct CallbackRunner: @unchecked Sendable {
             s.live = false
             s.undelivered = true
             s.value = value
-            return CallbackStep(kind: .finish)
+            return .finish
         }
     }
 
@@ -620,28 +620,27 @@ package struct CallbackRunner: @unchecked Sendable {
         var decidedAt: Duration?  // the time of the last decision: a zero-delay wait ends at that same instant
         var spare: CallbackAttempt?  // a record nobody holds any more, for the next attempt
         while true {
-            switch step.kind {
+            switch consume step {
             case .idle:
                 return
-            case .run:
-                let attempt = step.attempt
+            case .run(let attempt, let timeout, let timer):
                 if let observe = client.observe {
                     for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
                     observe(.started(attempt))
                 }
-                if let timer = step.timer, let timeout = step.duration { arm(timer, after: timeout) }
+                if let timer, let timeout { arm(timer, after: timeout) }
                 var record = spare.take() ?? CallbackAttempt(runner: self)
                 record.begin(attempt)
                 // The observer (or the scheduler) may have ended the attempt meanwhile: then its operation does not
                 // run. Without either, nothing ran since the transition, and a concurrent cancel is a race anyway.
-                if !(observes || step.timer != nil) || isCurrent(record) {
+                if !(observes || timer != nil) || isCurrent(record) {
                     client.run(attempt, record)
                 }
                 var reusable = false
                 step = operationReturned(&record, reusable: &reusable)
                 if reusable { spare = record }
-            case .consult:
-                let decision = step.context.resolve(client.strategy(step.error ?? RetryError(.missingResult)))
+            case .consult(let context, let error):
+                let decision = context.resolve(client.strategy(error))
                 let now = elapsed
                 decidedAt = now
                 let observes = observes
@@ -653,12 +652,11 @@ package struct CallbackRunner: @unchecked Sendable {
                     }
                     return apply(action, to: &s, &effects)
                 }
-            case .wait:
-                let delay = step.duration ?? .zero
-                if let observe = client.observe, let error = step.error {
-                    observe(.failed(step.attempt, error: error, next: .retry(after: delay)))
+            case .wait(let failed, let delay, let error, let timer):
+                if let observe = client.observe {
+                    observe(.failed(failed, error: error, next: .retry(after: delay)))
                 }
-                if let timer = step.timer {
+                if let timer {
                     arm(timer, after: delay)
                     return
                 }
