@@ -107,7 +107,8 @@ enum CallbackEvent: Sendable {
     }
 }
 
-/// The runner's mutable state: the machine, and what carrying out its actions holds on to.
+/// The runner's mutable state: the machine, and what carrying out its actions holds on to. (The small fields come last,
+/// where they share the padding of the last optional: every waiting retrier keeps one of these.)
 @usableFromInline
 package struct CallbackRunnerState {
     /// The engine: counts attempts, chooses delays, decides when to stop. The attempt it is running is the current
@@ -117,21 +118,14 @@ package struct CallbackRunnerState {
     /// retained. Not an optional: an optional of this struct is copied and destroyed through the runtime's generic
     /// value witnesses.
     var client: CallbackClient
-    /// Whether the retrier has not finished yet (`client` is the user's).
-    var live = true
     /// The current attempt's cancel hook, until it runs or can no longer run.
     var hook: (@Sendable () -> Void)?
     /// The one pending timer: the wait before a retry, or the current attempt's timeout. Held here (the timer's handler
     /// does not capture it) so that it stays alive until it fires or is cancelled; a timer that fires while it is not
     /// this one does nothing.
     var timer: PendingTimer?
-    /// Whether the machine finished and `deliver` has not yet taken how (``RetryStateMachine/termination``) and
-    /// `value`.
-    var undelivered = false
     /// The successful attempt's value, from the machine's `finish` until `deliver` takes it.
     var value: ErasedValue?
-    /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
-    var outcome: ErasedOutcome?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
     var waiters: [CheckedContinuation<ErasedValue, any Error>] = []
     /// Duplicate completions (only kept when there is an observer) not reported yet, by sequence number. The next
@@ -140,6 +134,13 @@ package struct CallbackRunnerState {
     var duplicates: [(sequence: UInt64, attempt: RetryAttempt)] = []
     /// The sequence number of the last duplicate completion.
     var duplicateSequence: UInt64 = 0
+    /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
+    var outcome: ErasedOutcome?
+    /// Whether the retrier has not finished yet (`client` is the user's).
+    var live = true
+    /// Whether the machine finished and `deliver` has not yet taken how (``RetryStateMachine/termination``) and
+    /// `value`.
+    var undelivered = false
 
     /// Whether `record`'s attempt is the one the machine is running.
     func isCurrent(_ record: CallbackAttempt) -> Bool {
@@ -195,8 +196,12 @@ final class PendingTimer: @unchecked Sendable {
     /// The scheduler's handle on the timer.
     enum Token {
         case none
-        case dispatch(DispatchTimerScheduler.Timer)
-        case custom(any RetryCancellable)
+        /// A `DispatchSourceTimer`, as the class Dispatch implements it with: one word, where the protocol's
+        /// existential takes five (and would put every timer, so every waiting retrier, in a larger size class).
+        case dispatch(DispatchSource)
+        /// Another scheduler's token, boxed: inline, its existential would make every timer (and every waiting
+        /// retrier) 24 bytes larger, which crosses an allocation size class.
+        case custom(CustomTimerToken)
     }
 
     let runner: CallbackRunner
@@ -219,8 +224,17 @@ final class PendingTimer: @unchecked Sendable {
         switch token {
         case .none: break
         case .dispatch(let timer): timer.cancel()
-        case .custom(let token): token.cancel()
+        case .custom(let token): token.token.cancel()
         }
+    }
+}
+
+/// The token of a timer from a scheduler other than the production one.
+final class CustomTimerToken: Sendable {
+    let token: any RetryCancellable
+
+    init(_ token: any RetryCancellable) {
+        self.token = token
     }
 }
 
@@ -675,9 +689,14 @@ package struct CallbackRunner: @unchecked Sendable {
         let token: PendingTimer.Token
         switch clock {
         case .dispatch:
-            token = .dispatch(DispatchTimerScheduler().schedule(after: delay, on: queue) { timer.fired() })
+            let scheduled = DispatchTimerScheduler().schedule(after: delay, on: queue) { timer.fired() }
+            if let source = scheduled.source as? DispatchSource {
+                token = .dispatch(source)
+            } else {
+                token = .custom(CustomTimerToken(scheduled))  // not reached: Dispatch's sources are `DispatchSource`s
+            }
         case .custom(let custom):
-            token = .custom(custom.scheduler.schedule(after: delay, on: queue) { timer.fired() })
+            token = .custom(CustomTimerToken(custom.scheduler.schedule(after: delay, on: queue) { timer.fired() }))
         }
         let kept: Bool = withLock { s in
             guard s.timer === timer else { return false }
@@ -688,7 +707,7 @@ package struct CallbackRunner: @unchecked Sendable {
             switch token {
             case .none: break
             case .dispatch(let timer): timer.cancel()
-            case .custom(let token): token.cancel()
+            case .custom(let token): token.token.cancel()
             }
         }
     }
