@@ -128,12 +128,6 @@ package struct CallbackRunnerState {
     var value: ErasedValue?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
     var waiters: [CheckedContinuation<ErasedValue, any Error>] = []
-    /// Duplicate completions (only kept when there is an observer) not reported yet, by sequence number. The next
-    /// `attemptStarted` or `finished` reports them first, as every other runner does; each one's own hop reports it if
-    /// nothing else does first (during a wait, or after the retrier finished).
-    var duplicates: [(sequence: UInt64, attempt: RetryAttempt)] = []
-    /// The sequence number of the last duplicate completion.
-    var duplicateSequence: UInt64 = 0
     /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
     var outcome: ErasedOutcome?
     /// Whether the retrier has not finished yet (`client` is the user's).
@@ -720,7 +714,7 @@ package struct CallbackRunner: @unchecked Sendable {
             guard s.undelivered else { return nil }
             s.undelivered = false
             value = s.value.take()
-            if !s.duplicates.isEmpty { duplicates = takeDuplicates(&s) }
+            if s.machine.hasDuplicates { duplicates = s.machine.takeDuplicates() }
             return s.machine.termination
         }
         guard let termination else { return }
@@ -739,19 +733,11 @@ package struct CallbackRunner: @unchecked Sendable {
     /// the next `attemptStarted` or `finished` if one comes first, otherwise through its own hop. Dropped once the
     /// retrier has finished (the observer is no longer kept then).
     func duplicateCompleted(_ attempt: RetryAttempt) {
-        let sequence: UInt64? = withLock { s in
-            guard s.live else { return nil }
-            s.duplicateSequence &+= 1
-            s.duplicates.append((s.duplicateSequence, attempt))
-            return s.duplicateSequence
-        }
-        guard let sequence else { return }
+        // The machine keeps them (only when there is an observer) and says which are due.
+        guard let sequence = withLock({ $0.machine.duplicateCompleted(attempt) }) else { return }
         hop {
-            // Only those up to this one: later ones belong after events that are still on their way to the queue.
             let (due, observe): ([RetryAttempt], (@Sendable (CallbackEvent) -> Void)?) = self.withLock { s in
-                let due = s.duplicates.prefix { $0.sequence <= sequence }
-                s.duplicates.removeFirst(due.count)
-                return (due.map(\.attempt), s.client.observe)
+                (s.machine.takeDuplicates(through: sequence), s.client.observe)
             }
             guard let observe else { return }
             for duplicate in due { observe(.duplicate(duplicate)) }
@@ -760,13 +746,7 @@ package struct CallbackRunner: @unchecked Sendable {
 
     /// Takes the duplicate completions not reported yet, for the event about to be emitted.
     private func takeDuplicates() -> [RetryAttempt] {
-        withLock { takeDuplicates(&$0) }
-    }
-
-    private func takeDuplicates(_ s: inout CallbackRunnerState) -> [RetryAttempt] {
-        if s.duplicates.isEmpty { return [] }
-        defer { s.duplicates = [] }
-        return s.duplicates.map(\.attempt)
+        withLock { $0.machine.takeDuplicates() }
     }
 
     private static func resume(_ continuation: CheckedContinuation<ErasedValue, any Error>, with outcome: ErasedOutcome)

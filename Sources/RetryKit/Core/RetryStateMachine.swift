@@ -244,6 +244,11 @@ package struct RetryStateMachine: Sendable {
     private var lastError: (any Error)?
     /// What the budget charged for the retry that led to the current attempt (`nil` for the first attempt).
     private var budgetPaid: Int?
+    /// Duplicate completions reported with ``duplicateCompleted(_:)`` and not yet taken for an event, in order, each
+    /// with its sequence number.
+    private var duplicates: [(sequence: UInt64, attempt: RetryAttempt)] = []
+    /// The sequence number of the last duplicate completion.
+    private var duplicateSequence: UInt64 = 0
 
     /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
@@ -386,6 +391,36 @@ package struct RetryStateMachine: Sendable {
     package mutating func cancel(at now: Duration) -> Action {
         if isFinished { return .none }
         return finish(.cancelled, at: now)
+    }
+
+    // MARK: - Duplicate completions
+
+    /// A completion of `attempt` was called again. Reported as ``RetryEvent/duplicateCompletion(_:)`` before the next
+    /// `attemptStarted` or `finished` (``takeDuplicates(through:)``), as every runner reports it, or on its own.
+    ///
+    /// - Returns: The duplicate's sequence number, or `nil` once the retrier has finished: the duplicate is dropped
+    ///   (nothing observes it any more).
+    package mutating func duplicateCompleted(_ attempt: RetryAttempt) -> UInt64? {
+        if isFinished { return nil }
+        duplicateSequence &+= 1
+        duplicates.append((duplicateSequence, attempt))
+        return duplicateSequence
+    }
+
+    /// Whether duplicate completions wait to be reported.
+    package var hasDuplicates: Bool { !duplicates.isEmpty }
+
+    /// Takes the duplicate completions not reported yet, in order: all of them (for the event about to be emitted), or
+    /// those up to `sequence` (later ones belong after events that are still on their way to the runner's queue).
+    package mutating func takeDuplicates(through sequence: UInt64? = nil) -> [RetryAttempt] {
+        if duplicates.isEmpty { return [] }
+        guard let sequence else {
+            defer { duplicates = [] }
+            return duplicates.map(\.attempt)
+        }
+        let due = duplicates.prefix { $0.sequence <= sequence }
+        duplicates.removeFirst(due.count)
+        return due.map(\.attempt)
     }
 
     // MARK: - Transitions

@@ -562,4 +562,26 @@ struct RetryStateMachineEdgeTests {
         #expect(throws: TestError(4)) { try failure.result(value: 1).get() }
         #expect(failure.events(value: 1).map(describe).first == "failed 1 TestError(4) give up exhausted")
     }
+
+    @Test("duplicate completions are taken in order, up to a sequence number or all, and dropped once finished")
+    func duplicateCompletions() {
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3))
+        _ = machine.start(at: .zero)
+        let first = RetryAttempt(number: 1, maxAttempts: 3, elapsed: .zero)
+        let second = RetryAttempt(number: 2, maxAttempts: 3, elapsed: .zero)
+        #expect(!machine.hasDuplicates)
+        let one = machine.duplicateCompleted(first)
+        let two = machine.duplicateCompleted(second)
+        let three = machine.duplicateCompleted(first)
+        #expect(one == 1 && two == 2 && three == 3)
+        #expect(machine.hasDuplicates)
+        #expect(machine.takeDuplicates(through: 2) == [first, second])  // the third is still on its way
+        #expect(machine.takeDuplicates(through: 2).isEmpty)
+        _ = machine.duplicateCompleted(second)
+        #expect(machine.takeDuplicates() == [first, second])
+        #expect(!machine.hasDuplicates)
+        _ = machine.attemptSucceeded(1, at: .zero)
+        #expect(machine.duplicateCompleted(first) == nil)
+        #expect(!machine.hasDuplicates)
+    }
 }
