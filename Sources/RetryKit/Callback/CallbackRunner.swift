@@ -256,14 +256,23 @@ final class CustomScheduler: Sendable {
 /// What a runner keeps besides its lock: the immutable part, read without the lock, and the state, read and changed
 /// only under it.
 struct CallbackRunnerStorage {
+    /// Everything that changes. First: the lock's critical sections access the storage at its start (see `immutable`).
+    var state: CallbackRunnerState
     /// The queue the operation, strategy, observer and completion run on.
     let queue: DispatchQueue
     /// Where time and work come from, and when the retrier was created: elapsed time is measured from there.
     let clock: RunnerClock
     /// Whether an observer is attached; events are not built otherwise.
     let observes: Bool
-    /// Everything that changes.
-    var state: CallbackRunnerState
+
+    /// Where the immutable fields are, from the start of the storage, for reads without the lock.
+    ///
+    /// A critical section's access to `state` is an access to the whole storage (through `pointee`), which the thread
+    /// sanitizer would see racing with a read of `queue` through `pointee` on another thread, although the two touch
+    /// different bytes. So those reads load the field's own bytes, which nothing ever writes after creation.
+    static let queueOffset = MemoryLayout<Self>.offset(of: \.queue)
+    static let clockOffset = MemoryLayout<Self>.offset(of: \.clock)
+    static let observesOffset = MemoryLayout<Self>.offset(of: \.observes)
 }
 
 /// A runner's one allocation: the lock is the buffer's header, the ``CallbackRunnerStorage`` its one element (in the
@@ -280,8 +289,8 @@ final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunne
         let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
         let observes = client.observe != nil
         let storage = CallbackRunnerStorage(
-            queue: queue, clock: clock, observes: observes,
-            state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+            state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client), queue: queue,
+            clock: clock, observes: observes)
         runner.withUnsafeMutablePointers { lock, element in
             LockPrimitive.initialize(lock)
             element.initialize(to: storage)
@@ -339,17 +348,26 @@ package struct CallbackRunner: @unchecked Sendable {
 
     /// The queue the operation, strategy, observer and completion run on.
     var queue: DispatchQueue {
-        buffer.withUnsafeMutablePointerToElements { $0.pointee.queue }
+        buffer.withUnsafeMutablePointerToElements { storage in
+            guard let offset = CallbackRunnerStorage.queueOffset else { return storage.pointee.queue }
+            return UnsafeRawPointer(storage).load(fromByteOffset: offset, as: DispatchQueue.self)
+        }
     }
 
     /// Where time and work come from.
     var clock: RunnerClock {
-        buffer.withUnsafeMutablePointerToElements { $0.pointee.clock }
+        buffer.withUnsafeMutablePointerToElements { storage in
+            guard let offset = CallbackRunnerStorage.clockOffset else { return storage.pointee.clock }
+            return UnsafeRawPointer(storage).load(fromByteOffset: offset, as: RunnerClock.self)
+        }
     }
 
     /// Whether an observer is attached.
     var observes: Bool {
-        buffer.withUnsafeMutablePointerToElements { $0.pointee.observes }
+        buffer.withUnsafeMutablePointerToElements { storage in
+            guard let offset = CallbackRunnerStorage.observesOffset else { return storage.pointee.observes }
+            return UnsafeRawPointer(storage).load(fromByteOffset: offset, as: Bool.self)
+        }
     }
 
     /// Runs `body` with exclusive access to the runner's state, under its lock.
