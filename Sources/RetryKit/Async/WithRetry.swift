@@ -86,6 +86,11 @@ public func withRetry<Value: Sendable, C: Clock>(
     let configuration = RetryConfiguration(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget)
     let bridge = RetryBridge()
+    // Whether attempts have a timer: with either timeout (the machine gives every attempt the rest of the total).
+    let timed = totalTimeout != nil || attemptTimeout != nil
+    // The sink of the attempt that has just started, made with its `attemptStarted` event (which takes the duplicates
+    // so far in the same step), until the attempt runs.
+    var startedSink: (any AttemptSink)?
     return try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, deadline in
@@ -93,14 +98,16 @@ public func withRetry<Value: Sendable, C: Clock>(
             // uncalled, the attempt fails at once (see `BridgeCompletionToken`).
             operation(
                 attempt,
-                AttemptCompletion(sink: bridge.begin(attempt.number, timed: deadline != nil), attempt: attempt))
+                AttemptCompletion(
+                    sink: startedSink.take() ?? bridge.begin(attempt.number, timed: deadline != nil).sink,
+                    attempt: attempt))
             // No wait at all for an attempt that has already ended (completed synchronously), and no timer and no
             // cancellation handler: a cancellation that arrived while the operation was starting the attempt is
-            // taken now, as the handler would have taken it (the attempt is abandoned unless its completion was
-            // called).
-            if Task.isCancelled { bridge.cancel() }
+            // taken when the handler is installed, as the wait begins, or here if the operation let go of its
+            // completion uncalled (the attempt is abandoned: its cancel hook runs).
             let outcome: BridgeOutcome
             if let ended = bridge.takeOutcome() {
+                if case .released = ended, Task.isCancelled { bridge.cancel() }
                 outcome = ended
             } else {
                 outcome = await waitForBridgedAttempt(
@@ -113,21 +120,26 @@ public func withRetry<Value: Sendable, C: Clock>(
                 guard let value = value.value(as: Value.self) else { return .failed(RetryError(.missingResult)) }
                 return .succeeded(value)
             case .failure(let error): return .failed(error)
+            case .released: return .failed(RetryError(.completionReleased))
             case .timedOut: return .timedOut
             case .cancelled: return .cancelled
             }
         },
         strategy: strategy,
         observer: { event in
-            switch event {
-            case .attemptStarted, .finished:
+            if case .finished = event {
                 for attempt in bridge.takeDuplicates() {
                     observer(.duplicateCompletion(attempt))
                 }
-            default:
-                break
             }
             observer(event)
+        },
+        willStart: { attempt in
+            let started = bridge.begin(attempt.number, timed: timed)
+            startedSink = started.sink
+            for attempt in started.duplicates {
+                observer(.duplicateCompletion(attempt))
+            }
         })
 }
 
@@ -213,10 +225,20 @@ enum BridgeOutcome: Sendable {
     case success(ErasedValue)
     /// The completion was called with an error.
     case failure(any Error)
+    /// Every copy of the completion was released uncalled.
+    case released
     /// The attempt's timer fired first.
     case timedOut
     /// The task was cancelled first.
     case cancelled
+}
+
+/// An attempt that has just started on a ``RetryBridge``: the sink for its completion, and the duplicate completions
+/// reported until then.
+@usableFromInline
+struct BridgeAttemptStart {
+    @usableFromInline let sink: any AttemptSink
+    @usableFromInline let duplicates: [RetryAttempt]
 }
 
 /// The state of a ``RetryBridge``: the attempt in flight and the task waiting for it.
@@ -255,6 +277,13 @@ struct RetryBridgeState {
         return nil
     }
 
+    /// The duplicate completions so far, forgotten once taken.
+    mutating func takeDuplicates() -> [RetryAttempt] {
+        guard !duplicates.isEmpty else { return [] }
+        defer { duplicates = [] }
+        return duplicates
+    }
+
     /// Abandons the attempt in flight: returns its cancel hook to run outside the lock.
     mutating func abandon() -> (@Sendable () -> Void)? {
         if let timed { return timed.record.abandon() }
@@ -290,29 +319,31 @@ struct RetryBridge: Sendable {
         try state.withLock(body)
     }
 
-    /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion.
+    /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion, and the duplicate
+    /// completions so far (forgotten once taken), for the observer.
     @usableFromInline
-    func begin(_ number: Int, timed: Bool) -> any AttemptSink {
+    func begin(_ number: Int, timed: Bool) -> BridgeAttemptStart {
         let record = timed ? TimedBridgeAttempt() : nil
-        withLock { s in
+        let duplicates = withLock { s in
             s.attempt = number
             s.record = AttemptRecord()
             s.timed = record
             s.ended = false
             s.outcome = nil
+            return s.takeDuplicates()
         }
-        return BridgeCompletionToken(self, attempt: number, timed: record)
+        return BridgeAttemptStart(
+            sink: BridgeCompletionToken(self, attempt: number, timed: record), duplicates: duplicates)
     }
 
     /// Every copy of attempt `number`'s completion was released uncalled: if the attempt has not ended (no timeout,
     /// no cancel), it fails with ``RetryError/Reason-swift.enum/completionReleased`` instead of waiting forever.
     func released(_ number: Int) {
-        let error = RetryError(.completionReleased)
         let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
             guard s.attempt == number, !s.ended else { return nil }
-            return s.end(.failure(error))
+            return s.end(.released)
         }
-        waiter?.resume(returning: .failure(error))
+        waiter?.resume(returning: .released)
     }
 
     /// How the current attempt ended, if it has already.
@@ -358,11 +389,7 @@ struct RetryBridge: Sendable {
     /// The duplicate completions so far, forgotten once taken.
     @usableFromInline
     func takeDuplicates() -> [RetryAttempt] {
-        withLock { s in
-            guard !s.duplicates.isEmpty else { return [] }
-            defer { s.duplicates = [] }
-            return s.duplicates
-        }
+        withLock { s in s.takeDuplicates() }
     }
 
     /// A completion of `attempt` was called with `outcome`, through `token`.
