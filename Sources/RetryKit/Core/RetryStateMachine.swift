@@ -180,7 +180,12 @@ package struct RetryStateMachine: Sendable {
     /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
     package init(_ configuration: RetryConfiguration) {
-        self.configuration = configuration.bounded
+        // Without a timeout there is nothing to bound: stored as it is, without a second copy.
+        if configuration.totalTimeout == nil && configuration.attemptTimeout == nil {
+            self.configuration = configuration
+        } else {
+            self.configuration = configuration.bounded
+        }
     }
 
     /// Whether the retrier has finished.
