@@ -199,18 +199,16 @@ func waitForBridgedAttempt<C: Clock>(
     await withTaskCancellationHandler(
         operation: {
             guard let deadline else { return await bridge.wait() }
-            return await withTaskGroup(of: Void.self, isolation: isolation) { group in
-                group.addTask {
-                    do {
-                        try await AsyncRetry.sleep(until: deadline, tolerance: tolerance, clock: clock)
-                    } catch {
-                        return  // the attempt ended first, or the task was cancelled
-                    }
+            // The bridge ends the attempt with whichever comes first, its completion or its timer: the timer only
+            // tells it, and the wait reports.
+            let outcome = await AsyncRetry.racingTimer(
+                until: deadline, tolerance: tolerance, clock: clock, isolation: isolation,
+                attempt: { await bridge.wait() },
+                timedOut: {
                     bridge.timeOut(number)
-                }
-                defer { group.cancelAll() }
-                return await bridge.wait()
-            }
+                    return nil
+                })
+            return outcome ?? .cancelled
         },
         onCancel: { bridge.cancel() },
         isolation: isolation)
