@@ -112,29 +112,17 @@ package func retry<R: Sendable, C: Clock>(
                     return .failed(error)
                 }
             }
-            return await withTaskGroup(of: AsyncAttemptOutcome<R>?.self, isolation: isolation) { group in
-                group.addTask {
+            let outcome = await AsyncRetry.racingTimer(
+                until: deadline, tolerance: tolerance, clock: clock, isolation: isolation,
+                attempt: { () async -> AsyncAttemptOutcome<R>? in
                     do {
                         return .succeeded(try await operation(attempt))
                     } catch {
                         return .failed(error)
                     }
-                }
-                group.addTask {
-                    do {
-                        try await AsyncRetry.sleep(until: deadline, tolerance: tolerance, clock: clock)
-                    } catch {
-                        return nil  // cancelled: the operation finished first, or the task was cancelled
-                    }
-                    return Task.isCancelled ? nil : .timedOut
-                }
-                var outcome: AsyncAttemptOutcome<R>?
-                while outcome == nil, let next = await group.next() {
-                    outcome = next
-                }
-                group.cancelAll()
-                return outcome ?? .cancelled
-            }
+                },
+                timedOut: { .timedOut })
+            return outcome ?? .cancelled
         },
         strategy: strategy,
         observer: observer)
