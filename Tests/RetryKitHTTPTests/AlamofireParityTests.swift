@@ -192,7 +192,8 @@ private func alamofireRetries(method: String, status: Int?, code: URLError.Code?
                 waits.append(delay)
                 clock += delay
                 action = machine.waitElapsed(at: clock)
-            case .finish(let termination):
+            case .finish:
+                let termination = try #require(machine.termination)
                 let last = try #require(termination.error as? HTTPStatusError)
                 #expect(last.statusCode == 503)
                 #expect(last.data == Data("busy 3".utf8))

@@ -69,7 +69,7 @@ func runObservedRetry<Value: Sendable, C: Clock>(
         },
         interruption: { interruption },
         strategy: { error in strategy(consulted ?? error) },
-        observe: { action in
+        observe: { action, termination in
             switch action {
             case .run(let attempt, let timeout):
                 running = (attempt, timeout)
@@ -78,8 +78,8 @@ func runObservedRetry<Value: Sendable, C: Clock>(
                 consulted = error
             case .retry(let delay, let failed, let error):
                 observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
-            case .finish(let termination):
-                termination.forEachEvent(value: value) { observer($0) }
+            case .finish:
+                termination?.forEachEvent(value: value) { observer($0) }
             case .none:
                 break
             }

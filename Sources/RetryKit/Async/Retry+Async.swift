@@ -84,7 +84,7 @@ public func retry<R, E, C>(
         machine: &machine, observed: false,
         tolerance: tolerance, clock: clock, isolation: isolation, now: { .zero },
         runAttempt: { (_: Int) async throws(E) -> sending R in try await operation() },
-        strategy: strategy, observe: { _ in })
+        strategy: strategy, observe: { _, _ in })
 }
 
 /// The async runner: the one loop that runs attempts for every async entry point (the basic `retry`, the observed
@@ -125,7 +125,7 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
     runAttempt: (_ number: Int) async throws(E) -> sending R,
     interruption: () -> AsyncAttemptInterruption = { .none },
     strategy: (E) -> RetryStrategy<C>,
-    observe: (borrowing RetryStateMachine.Action) -> Void
+    observe: RetryStateMachine.ActionObserver
 ) async throws -> sending R where C: Clock, E: Error {
     var step = machine.begin(cancelled: Task.isCancelled, at: .zero, observe: observe)  // `now` is zero at the call
     var failure: E?
@@ -201,13 +201,15 @@ enum AsyncRetryStep {
     /// Give up with this error.
     case fail(any Error)
 
+    /// The step for a machine's `action`; `finalError` is read only when the machine finished
+    /// (``RetryStateMachine/finalError``).
     @usableFromInline
-    init(_ action: consuming RetryStateMachine.Action) {
+    init(_ action: consuming RetryStateMachine.Action, finalError: @autoclosure () -> (any Error)?) {
         switch consume action {
         case .run(let attempt, _): self = .run(attempt.number)
         case .consultStrategy(let context, _): self = .consult(context)
         case .retry(let delay, _, _): self = .wait(delay)
-        case .finish(let termination): self = .fail(termination.error ?? AsyncRetry.inconsistency())
+        case .finish: self = .fail(finalError() ?? AsyncRetry.inconsistency())
         case .none: self = .fail(AsyncRetry.inconsistency())
         }
     }
@@ -221,26 +223,26 @@ enum AsyncRetryStep {
 /// `observe` first.
 @usableFromInline
 protocol AsyncRetryMachineHolder {
-    mutating func begin(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func begin(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
-    mutating func succeeded(_ number: Int, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver)
     mutating func failed(
         _ number: Int, _ error: any Error, cancelled: Bool, at now: Duration,
-        observe: (borrowing RetryStateMachine.Action) -> Void
+        observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep
     mutating func timedOut(
-        _ number: Int, cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+        _ number: Int, cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep
     mutating func decided(
         _ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at now: Duration,
-        observe: (borrowing RetryStateMachine.Action) -> Void
+        observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep
-    mutating func waited(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func waited(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     /// The clock's sleep threw `error` (`CancellationError` when the task was cancelled): the retrier ends with it.
     /// Returns the error to throw.
     mutating func sleepFailed(
-        _ error: any Error, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+        _ error: any Error, at now: Duration, observe: RetryStateMachine.ActionObserver
     )
         -> any Error
 }
@@ -260,14 +262,14 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
     }
 
     @inlinable @inline(__always)
-    mutating func begin(cancelled: Bool, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func begin(cancelled: Bool, at _: Duration, observe _: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
         AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, budget: budget, cancelled: cancelled)
     }
 
     @inlinable @inline(__always)
-    mutating func succeeded(_ number: Int, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void) {
+    mutating func succeeded(_ number: Int, at _: Duration, observe _: RetryStateMachine.ActionObserver) {
         // Without a budget nothing reads the machine after a success: it is not told, and simply dropped. With one,
         // the success refunds the budget.
         if let budget { AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget) }
@@ -276,7 +278,7 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
     @inlinable @inline(__always)
     mutating func failed(
         _ number: Int, _ error: any Error, cancelled: Bool, at _: Duration,
-        observe _: (borrowing RetryStateMachine.Action) -> Void
+        observe _: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
         let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts, budget: budget)
         machine = started
@@ -285,7 +287,7 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
 
     @inlinable @inline(__always)
     mutating func timedOut(
-        _ number: Int, cancelled: Bool, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void
+        _ number: Int, cancelled: Bool, at _: Duration, observe _: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
         .fail(AsyncRetry.inconsistency())  // the basic `retry` has no attempt timeout
     }
@@ -293,14 +295,14 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
     @inlinable @inline(__always)
     mutating func decided(
         _ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at _: Duration,
-        observe _: (borrowing RetryStateMachine.Action) -> Void
+        observe _: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
         guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
         return machine.decided(decision, waitsOnClock: waitsOnClock, cancelled: cancelled)
     }
 
     @inlinable @inline(__always)
-    mutating func waited(cancelled: Bool, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func waited(cancelled: Bool, at _: Duration, observe _: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
         guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
@@ -309,7 +311,7 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
 
     @inlinable @inline(__always)
     mutating func sleepFailed(
-        _ error: any Error, at _: Duration, observe _: (borrowing RetryStateMachine.Action) -> Void
+        _ error: any Error, at _: Duration, observe _: RetryStateMachine.ActionObserver
     ) -> any Error {
         machine?.cancel()
         return error
@@ -327,69 +329,77 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
         machine = RetryStateMachine(configuration)
     }
 
+    /// Shows `action` to `observe` (with the termination, if it finishes) and returns the runner's step. Called with
+    /// an action computed beforehand, never as `step(machine.input(…), …)`: `self` would be read before the input
+    /// changes it, and a finished machine would look unfinished.
     @inlinable @inline(__always)
-    func step(_ action: consuming RetryStateMachine.Action, _ observe: (borrowing RetryStateMachine.Action) -> Void)
+    func step(_ action: consuming RetryStateMachine.Action, _ observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
-        observe(action)
-        return AsyncRetryStep(action)
+        if case .finish = action { observe(action, machine.termination) } else { observe(action, nil) }
+        return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
     @inlinable @inline(__always)
-    mutating func begin(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func begin(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
-        step(cancelled ? machine.cancel(at: now) : machine.start(at: now), observe)
+        let action = cancelled ? machine.cancel(at: now) : machine.start(at: now)
+        return step(action, observe)
     }
 
     @inlinable @inline(__always)
-    mutating func succeeded(_ number: Int, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void) {
-        observe(machine.attemptSucceeded(number, at: now))
+    mutating func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver) {
+        let action = machine.attemptSucceeded(number, at: now)
+        if case .finish = action { observe(action, machine.termination) } else { observe(action, nil) }
     }
 
     @inlinable @inline(__always)
     mutating func failed(
         _ number: Int, _ error: any Error, cancelled: Bool, at now: Duration,
-        observe: (borrowing RetryStateMachine.Action) -> Void
+        observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
-        step(cancelled ? machine.cancel(at: now) : machine.attemptFailed(number, error: error, at: now), observe)
+        let action = cancelled ? machine.cancel(at: now) : machine.attemptFailed(number, error: error, at: now)
+        return step(action, observe)
     }
 
     @inlinable @inline(__always)
     mutating func timedOut(
-        _ number: Int, cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+        _ number: Int, cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
-        step(cancelled ? machine.cancel(at: now) : machine.attemptTimedOut(number, at: now), observe)
+        let action = cancelled ? machine.cancel(at: now) : machine.attemptTimedOut(number, at: now)
+        return step(action, observe)
     }
 
     @inlinable @inline(__always)
     mutating func decided(
         _ decision: RetryDecision, waitsOnClock _: Bool, cancelled _: Bool, at now: Duration,
-        observe: (borrowing RetryStateMachine.Action) -> Void
+        observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
         // Every retry, even one without delay, goes through a `wait` step, where cancellation is checked.
-        step(machine.decide(decision, at: now), observe)
+        let action = machine.decide(decision, at: now)
+        return step(action, observe)
     }
 
     @inlinable @inline(__always)
-    mutating func waited(cancelled: Bool, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void)
+    mutating func waited(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
-        step(cancelled ? machine.cancel(at: now) : machine.waitElapsed(at: now), observe)
+        let action = cancelled ? machine.cancel(at: now) : machine.waitElapsed(at: now)
+        return step(action, observe)
     }
 
     @inlinable @inline(__always)
     mutating func sleepFailed(
-        _ error: any Error, at now: Duration, observe: (borrowing RetryStateMachine.Action) -> Void
+        _ error: any Error, at now: Duration, observe: RetryStateMachine.ActionObserver
     ) -> any Error {
-        guard case .finish(let termination) = machine.cancel(at: now) else { return error }
+        guard case .finish = machine.cancel(at: now), let termination = machine.termination else { return error }
         if error is CancellationError {
-            observe(.finish(termination))
+            observe(.finish, termination)
         } else {
             observe(
-                .finish(
-                    RetryTermination(
-                        summary: termination.summary, error: error, failedAttempt: nil, succeededAttempt: nil)))
+                .finish,
+                RetryTermination(summary: termination.summary, error: error, failedAttempt: nil, succeededAttempt: nil))
         }
         return error
     }
@@ -415,7 +425,8 @@ final class AsyncRetryMachine {
     @usableFromInline
     static func firstStep(maxAttempts: Int, budget: RetryBudget?, cancelled: Bool) -> AsyncRetryStep {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts, budget: budget))
-        return AsyncRetryStep(cancelled ? machine.cancel(at: .zero) : machine.start(at: .zero))
+        let action = cancelled ? machine.cancel(at: .zero) : machine.start(at: .zero)
+        return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
     /// A machine on the heap that has started, and so is running attempt 1 (as the one of ``firstStep``, fed the same
@@ -439,7 +450,8 @@ final class AsyncRetryMachine {
     /// Attempt `number` failed with `error` (or the task was cancelled while it ran).
     @usableFromInline
     func failed(_ number: Int, _ error: any Error, cancelled: Bool) -> AsyncRetryStep {
-        AsyncRetryStep(cancelled ? machine.cancel(at: .zero) : machine.attemptFailed(number, error: error, at: .zero))
+        let action = cancelled ? machine.cancel(at: .zero) : machine.attemptFailed(number, error: error, at: .zero)
+        return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
     /// The strategy's resolved decision. A zero-delay retry needs no wait: the next attempt follows at once (or the
@@ -451,13 +463,14 @@ final class AsyncRetryMachine {
         if !waitsOnClock, case .retry(let delay, _, _) = action, delay == .zero {
             return waited(cancelled: cancelled)
         }
-        return AsyncRetryStep(action)
+        return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
     /// The wait is over (or the task was cancelled).
     @usableFromInline
     func waited(cancelled: Bool) -> AsyncRetryStep {
-        AsyncRetryStep(cancelled ? machine.cancel(at: .zero) : machine.waitElapsed(at: .zero))
+        let action = cancelled ? machine.cancel(at: .zero) : machine.waitElapsed(at: .zero)
+        return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
     /// The wait was cut short.

@@ -117,10 +117,11 @@ package struct CallbackRunnerState {
     /// does not capture it) so that it stays alive until it fires or is cancelled; a timer that fires while it is not
     /// this one does nothing.
     var timer: PendingTimer?
-    /// How the retrier ended and the successful attempt's value, from the machine's `finish` until `deliver` takes
-    /// them: boxed (a termination is about 170 bytes; every waiting retrier would carry that space), and kept here rather
-    /// than in the step, which stays small and cheap to move.
-    var finish: CallbackFinish?
+    /// Whether the machine finished and `deliver` has not yet taken how (``RetryStateMachine/termination``) and
+    /// `value`.
+    var undelivered = false
+    /// The successful attempt's value, from the machine's `finish` until `deliver` takes it.
+    var value: ErasedValue?
     /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
     var outcome: ErasedOutcome?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
@@ -163,17 +164,6 @@ struct CallbackStep {
     var timer: PendingTimer?
     var context = RetryDecisionContext(retryIndex: 0, previousDelay: nil)
     var error: (any Error)?
-}
-
-/// How a retrier ended, boxed: see ``CallbackRunnerState/finish``.
-final class CallbackFinish: Sendable {
-    let termination: RetryTermination
-    let value: ErasedValue?
-
-    init(_ termination: RetryTermination, value: ErasedValue?) {
-        self.termination = termination
-        self.value = value
-    }
 }
 
 /// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
@@ -525,12 +515,13 @@ package final class CallbackRunner: Sendable {
                 s.timer = timer
             }
             return CallbackStep(kind: .wait, attempt: failed, duration: delay, timer: timer, error: error)
-        case .finish(let termination):
+        case .finish:
             // The attempt in flight, if any, is abandoned.
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = nil
-            s.finish = CallbackFinish(termination, value: value)
+            s.undelivered = true
+            s.value = value
             return CallbackStep(kind: .finish)
         }
     }
@@ -619,12 +610,18 @@ package final class CallbackRunner: Sendable {
 
     /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue.
     private func deliver(_ client: CallbackClient) {
-        let (finish, duplicates): (CallbackFinish?, [RetryAttempt]) = withLock { s in
-            (s.finish.take(), s.duplicates.isEmpty ? [] : takeDuplicates(&s))
+        var value: ErasedValue?
+        var duplicates: [RetryAttempt] = []
+        let termination: RetryTermination? = withLock { s in
+            guard s.undelivered else { return nil }
+            s.undelivered = false
+            value = s.value.take()
+            if !s.duplicates.isEmpty { duplicates = takeDuplicates(&s) }
+            return s.machine.termination
         }
-        guard let finish else { return }
-        client.finish(finish.termination, finish.value, duplicates)
-        let outcome = ErasedOutcome(finish.termination, value: finish.value)
+        guard let termination else { return }
+        client.finish(termination, value, duplicates)
+        let outcome = ErasedOutcome(termination, value: value)
         let waiters: [CheckedContinuation<ErasedValue, any Error>] = withLock { s in
             s.outcome = outcome
             let waiters = s.waiters

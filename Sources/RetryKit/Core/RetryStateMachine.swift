@@ -155,20 +155,50 @@ package struct RetryStateMachine: Sendable {
         /// Emit `attemptFailed(…, next: .retry(after: delay))`, wait `delay` (arming no timer for zero) and report
         /// ``waitElapsed(at:)``.
         case retry(after: Duration, failed: RetryAttempt, error: any Error)
-        /// Cancel any timer, emit the last events and complete.
-        case finish(RetryTermination)
+        /// Cancel any timer, emit the last events and complete: ``RetryStateMachine/termination`` says how the retrier
+        /// ended. No payload, so that every action stays small and cheap to move (a termination is about 170 bytes).
+        case finish
         /// Nothing to do: the event was stale.
         case none
     }
+
+    /// What a runner shows the actions it carries out to (the async runner's observed shape): each action, with the
+    /// machine's ``termination`` when the action is ``Action/finish``.
+    @usableFromInline
+    package typealias ActionObserver = (borrowing Action, RetryTermination?) -> Void
 
     private enum State: Sendable {
         case idle
         case attempting(RetryAttempt)
         case deciding(RetryAttempt, error: any Error)
         case waiting(nextAttempt: Int)
-        case finished
+        case finished(Ending)
     }
 
+    /// How the retrier ended, compactly: ``termination`` rebuilds the rest from the machine's fields (the last error,
+    /// the attempts run), so that a finished machine is barely larger than a running one.
+    private struct Ending: Sendable {
+        /// What the last attempt (the one numbered ``RetryStateMachine/attemptsRun``) came to, if the retrier ended
+        /// with its result.
+        enum Last: Sendable {
+            /// The retrier did not end with an attempt's result (cancelled, deadline before an attempt, invalid).
+            case none
+            /// The attempt failed with ``RetryStateMachine/lastError``.
+            case failed
+            /// The attempt timed out (the timeout's error is rebuilt from the attempt's number and ``at``).
+            case timedOut
+            /// The attempt succeeded.
+            case succeeded
+        }
+
+        /// The summary's reason; for an invalid configuration, with the problem (the error's message).
+        let reason: RetryError.Reason
+        /// When the retrier finished.
+        let at: Duration
+        /// When the last attempt started (meaningful unless `last` is `.none`).
+        let attemptStart: Duration
+        let last: Last
+    }
     private let configuration: RetryConfiguration
     private var state: State = .idle
     private var attemptsRun = 0
@@ -189,6 +219,48 @@ package struct RetryStateMachine: Sendable {
         return false
     }
 
+    /// How the retrier ended, once it has (after ``Action/finish``); `nil` before.
+    @usableFromInline
+    package var termination: RetryTermination? {
+        guard case .finished(let ending) = state else { return nil }
+        let now = ending.at
+        let attempt = RetryAttempt(
+            number: attemptsRun, maxAttempts: configuration.maxAttempts, elapsed: ending.attemptStart)
+        var failed: (attempt: RetryAttempt, error: any Error)?
+        var succeeded: RetryAttempt?
+        switch ending.last {
+        case .none: break
+        case .failed: failed = lastError.map { (attempt, $0) }
+        case .timedOut: failed = (attempt, Self.timeoutError(attempt.number, at: now))
+        case .succeeded: succeeded = attempt
+        }
+        var reason = ending.reason
+        if case .invalidConfiguration = reason { reason = .invalidConfiguration }  // the message is in the error
+        return RetryTermination(
+            summary: RetrySummary(reason: reason, attempts: attemptsRun, elapsed: now), error: error(of: ending),
+            failedAttempt: failed, succeededAttempt: succeeded)
+    }
+
+    /// The error the retrier finished with (``RetryTermination/error``), once it has; `nil` before, and after a
+    /// success.
+    @usableFromInline
+    package var finalError: (any Error)? {
+        guard case .finished(let ending) = state else { return nil }
+        return error(of: ending)
+    }
+
+    private func error(of ending: Ending) -> (any Error)? {
+        switch ending.reason {
+        case .succeeded: return nil
+        case .cancelled: return CancellationError()
+        case .deadlineExceeded: return deadlineError(at: ending.at)
+        case .budgetExhausted:
+            return RetryError(.budgetExhausted, lastError: lastError, attempts: attemptsRun, elapsed: ending.at)
+        case .invalidConfiguration(let problem): return RetryError(.invalidConfiguration(problem))
+        default: return lastError  // exhausted, stopped: the last attempt's own error
+        }
+    }
+
     /// The number of the attempt currently running, if one is.
     package var currentAttempt: Int? {
         if case .attempting(let attempt) = state { return attempt.number }
@@ -200,7 +272,7 @@ package struct RetryStateMachine: Sendable {
     package mutating func start(at now: Duration) -> Action {
         guard case .idle = state else { return .none }
         if let problem = configuration.problem {
-            return finish(.invalidConfiguration, error: RetryError(.invalidConfiguration(problem)), at: now)
+            return finish(.invalidConfiguration(problem), at: now)
         }
         return run(1, at: now)
     }
@@ -210,7 +282,7 @@ package struct RetryStateMachine: Sendable {
     package mutating func attemptSucceeded(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
         configuration.budget?.deposit(refundOf: budgetPaid)
-        return finish(.succeeded, error: nil, at: now, succeeded: attempt)
+        return finish(.succeeded, at: now, last: .succeeded, of: attempt)
     }
 
     /// Attempt `number` failed with `error`.
@@ -227,10 +299,10 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func attemptTimedOut(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
-        let timeout = RetryError(.attemptTimedOut, lastError: nil, attempts: attempt.number, elapsed: now)
+        let timeout = Self.timeoutError(attempt.number, at: now)
         if let deadline = configuration.totalTimeout, now >= deadline {
             lastError = lastError ?? timeout
-            return finish(.deadlineExceeded, error: deadlineError(at: now), at: now, failed: (attempt, timeout))
+            return finish(.deadlineExceeded, at: now, last: .timedOut, of: attempt)
         }
         return failed(attempt, error: timeout, at: now)
     }
@@ -241,19 +313,18 @@ package struct RetryStateMachine: Sendable {
         guard case .deciding(let attempt, let error) = state else { return .none }
         switch decision {
         case .stop(let reason):
-            return finish(.stopped(reason), error: error, at: now, failed: (attempt, error))
+            return finish(.stopped(reason), at: now, last: .failed, of: attempt)
         case .retry(let requested), .retryAfterHint(let requested):
             // Resolved decisions are in range already; one made up by a caller of this package API is clamped too.
             let delay = DelayMath.clamp(requested)
             if let deadline = configuration.totalTimeout, now + delay >= deadline {
-                return finish(.deadlineExceeded, error: deadlineError(at: now), at: now, failed: (attempt, error))
+                return finish(.deadlineExceeded, at: now, last: .failed, of: attempt)
             }
             if let budget = configuration.budget {
                 let afterTimeout =
                     (error as? RetryError)?.reason == .attemptTimedOut || configuration.isTimeout?(error) == true
                 guard let paid = budget.withdraw(afterTimeout: afterTimeout) else {
-                    let refused = RetryError(.budgetExhausted, lastError: error, attempts: attempt.number, elapsed: now)
-                    return finish(.budgetExhausted, error: refused, at: now, failed: (attempt, error))
+                    return finish(.budgetExhausted, at: now, last: .failed, of: attempt)
                 }
                 budgetPaid = paid
             }
@@ -274,7 +345,7 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func cancel(at now: Duration) -> Action {
         if isFinished { return .none }
-        return finish(.cancelled, error: CancellationError(), at: now)
+        return finish(.cancelled, at: now)
     }
 
     // MARK: - Transitions
@@ -284,7 +355,7 @@ package struct RetryStateMachine: Sendable {
         if let deadline = configuration.totalTimeout {
             let left = deadline - now
             if left <= .zero {
-                return finish(.deadlineExceeded, error: deadlineError(at: now), at: now)
+                return finish(.deadlineExceeded, at: now)
             }
             timeout = timeout.map { Swift.min($0, left) } ?? left
         }
@@ -306,7 +377,7 @@ package struct RetryStateMachine: Sendable {
         }
         lastError = error
         if attempt.number >= configuration.maxAttempts {
-            return finish(.exhausted, error: error, at: now, failed: (attempt, error))
+            return finish(.exhausted, at: now, last: .failed, of: attempt)
         }
         state = .deciding(attempt, error: error)
         let context = RetryDecisionContext(retryIndex: attempt.number - 1, previousDelay: previousDelay)
@@ -317,14 +388,17 @@ package struct RetryStateMachine: Sendable {
         RetryError(.deadlineExceeded, lastError: lastError, attempts: attemptsRun, elapsed: now)
     }
 
+    private static func timeoutError(_ number: Int, at now: Duration) -> RetryError {
+        RetryError(.attemptTimedOut, lastError: nil, attempts: number, elapsed: now)
+    }
+
+    /// Finishes: ``termination`` rebuilds the rest from the fields. `attempt`, if given, is the last one run, which
+    /// failed with ``lastError`` (`.failed`), timed out (`.timedOut`) or succeeded.
     private mutating func finish(
-        _ reason: RetryError.Reason, error: (any Error)?, at now: Duration,
-        failed: (attempt: RetryAttempt, error: any Error)? = nil, succeeded: RetryAttempt? = nil
+        _ reason: RetryError.Reason, at now: Duration, last: Ending.Last = .none, of attempt: RetryAttempt? = nil
     ) -> Action {
-        state = .finished
-        let summary = RetrySummary(reason: reason, attempts: attemptsRun, elapsed: now)
-        return .finish(
-            RetryTermination(summary: summary, error: error, failedAttempt: failed, succeededAttempt: succeeded))
+        state = .finished(Ending(reason: reason, at: now, attemptStart: attempt?.elapsed ?? .zero, last: last))
+        return .finish
     }
 }
 

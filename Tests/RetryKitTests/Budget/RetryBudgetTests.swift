@@ -90,8 +90,8 @@ struct RetryBudgetStateMachineTests {
             case .retry:
                 retries += 1
                 action = machine.waitElapsed(at: .zero)
-            case .finish(let termination):
-                return (termination, retries)
+            case .finish:
+                return (machine.termination, retries)
             case .none:
                 Issue.record("stale action")
                 return (nil, retries)
@@ -142,7 +142,10 @@ struct RetryBudgetStateMachineTests {
         for _ in 0..<budget.capacity {
             var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3, budget: budget))
             guard case .run(let attempt, _) = machine.start(at: .zero) else { continue }
-            guard case .finish(let done) = machine.attemptSucceeded(attempt.number, at: .zero) else { continue }
+            guard case .finish = machine.attemptSucceeded(attempt.number, at: .zero), let done = machine.termination
+            else {
+                continue
+            }
             #expect(done.summary.reason == .succeeded)
         }
         #expect(budget.availableTokens == budget.capacity)

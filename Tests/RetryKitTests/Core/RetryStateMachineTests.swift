@@ -4,6 +4,13 @@ import Testing
 
 // MARK: - Helpers
 
+extension RetryStateMachine {
+    /// Feeds the machine one input (`body`) and returns how it ended if that input finished it.
+    mutating func finishing(_ body: (inout RetryStateMachine) -> Action) -> RetryTermination? {
+        body(&self).isFinish ? termination : nil
+    }
+}
+
 extension RetryStateMachine.Action {
     var runAttempt: (attempt: RetryAttempt, timeout: Duration?)? {
         if case .run(let attempt, let timeout) = self { return (attempt, timeout) }
@@ -20,9 +27,9 @@ extension RetryStateMachine.Action {
         return nil
     }
 
-    var termination: RetryTermination? {
-        if case .finish(let termination) = self { return termination }
-        return nil
+    var isFinish: Bool {
+        if case .finish = self { return true }
+        return false
     }
 
     var isNone: Bool {
@@ -109,9 +116,9 @@ func drive(
             run.delays.append(delay)
             now += delay
             action = machine.waitElapsed(at: now)
-        case .finish(let termination):
+        case .finish:
             #expect(machine.isFinished)
-            run.termination = termination
+            run.termination = machine.termination
             run.end = now
             return run
         case .none:
@@ -277,7 +284,7 @@ struct RetryStateMachineDeadlineTests {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 5, totalTimeout: .seconds(1)))
         _ = machine.start(at: .zero)
         _ = machine.attemptFailed(1, error: TestError(1), at: .milliseconds(100))
-        let termination = machine.decide(.retry(after: delay), at: .milliseconds(100)).termination
+        let termination = machine.finishing { $0.decide(.retry(after: delay), at: .milliseconds(100)) }
         #expect(
             termination?.summary == RetrySummary(reason: .deadlineExceeded, attempts: 1, elapsed: .milliseconds(100)))
         let error = termination?.error as? RetryError
@@ -301,7 +308,7 @@ struct RetryStateMachineDeadlineTests {
         let consultation = machine.attemptFailed(1, error: TestError(1), at: .seconds(1)).consultation
         let decision = consultation?.context.resolve(RetryStrategy<ContinuousClock>.retryAfter(.seconds(120)))
         #expect(decision == .retryAfterHint(.seconds(120)))
-        let termination = decision.flatMap { machine.decide($0, at: .seconds(1)).termination }
+        let termination = decision.flatMap { decision in machine.finishing { $0.decide(decision, at: .seconds(1)) } }
         #expect(termination?.summary.reason == .deadlineExceeded)
     }
 
@@ -325,7 +332,7 @@ struct RetryStateMachineDeadlineTests {
         _ = machine.start(at: .zero)
         _ = machine.attemptFailed(1, error: TestError(1), at: .milliseconds(100))
         _ = machine.decide(.retry(after: .milliseconds(500)), at: .milliseconds(100))
-        let termination = machine.waitElapsed(at: wokeAt).termination
+        let termination = machine.finishing { $0.waitElapsed(at: wokeAt) }
         #expect(termination?.summary == RetrySummary(reason: .deadlineExceeded, attempts: 1, elapsed: wokeAt))
         #expect(isRetryError(termination?.error, .deadlineExceeded))
         #expect((termination?.error as? RetryError)?.lastError as? TestError == TestError(1))
@@ -355,7 +362,7 @@ struct RetryStateMachineDeadlineTests {
     func lastAttemptTimesOut() {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 1, attemptTimeout: .seconds(2)))
         _ = machine.start(at: .zero)
-        let termination = machine.attemptTimedOut(1, at: .seconds(2)).termination
+        let termination = machine.finishing { $0.attemptTimedOut(1, at: .seconds(2)) }
         #expect(termination?.summary.reason == .exhausted)
         #expect(isRetryError(termination?.error, .attemptTimedOut))
     }
@@ -365,7 +372,7 @@ struct RetryStateMachineDeadlineTests {
         var machine = RetryStateMachine(
             RetryConfiguration(maxAttempts: 5, totalTimeout: .seconds(2), attemptTimeout: .seconds(5)))
         #expect(machine.start(at: .zero).runAttempt?.timeout == .seconds(2))
-        let termination = machine.attemptTimedOut(1, at: .seconds(2)).termination
+        let termination = machine.finishing { $0.attemptTimedOut(1, at: .seconds(2)) }
         #expect(termination?.summary == RetrySummary(reason: .deadlineExceeded, attempts: 1, elapsed: .seconds(2)))
         let error = termination?.error as? RetryError
         #expect(error?.reason == .deadlineExceeded)
@@ -382,7 +389,7 @@ struct RetryStateMachineDeadlineTests {
         _ = machine.attemptFailed(1, error: TestError(1), at: .milliseconds(100))
         _ = machine.decide(.retry(after: .milliseconds(100)), at: .milliseconds(100))
         #expect(machine.waitElapsed(at: .milliseconds(200)).runAttempt?.timeout == .milliseconds(1800))
-        let termination = machine.attemptTimedOut(2, at: .seconds(2)).termination
+        let termination = machine.finishing { $0.attemptTimedOut(2, at: .seconds(2)) }
         let error = termination?.error as? RetryError
         #expect(error?.reason == .deadlineExceeded)
         #expect(error?.attempts == 2)
@@ -393,7 +400,7 @@ struct RetryStateMachineDeadlineTests {
     @Test("a zero total timeout gives up before the first attempt")
     func zeroTotalTimeout() {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3, totalTimeout: .zero))
-        let termination = machine.start(at: .zero).termination
+        let termination = machine.finishing { $0.start(at: .zero) }
         #expect(termination?.summary == RetrySummary(reason: .deadlineExceeded, attempts: 0, elapsed: .zero))
         #expect(isRetryError(termination?.error, .deadlineExceeded))
         #expect((termination?.error as? RetryError)?.lastError == nil)
@@ -419,7 +426,7 @@ struct RetryStateMachineEdgeTests {
     func invalidConfiguration(_ configuration: RetryConfiguration) {
         #expect(configuration.problem != nil)
         var machine = RetryStateMachine(configuration)
-        let termination = machine.start(at: .milliseconds(3)).termination
+        let termination = machine.finishing { $0.start(at: .milliseconds(3)) }
         #expect(
             termination?.summary == RetrySummary(reason: .invalidConfiguration, attempts: 0, elapsed: .milliseconds(3)))
         #expect(isInvalidConfiguration(termination?.error))
@@ -453,7 +460,7 @@ struct RetryStateMachineEdgeTests {
     @Test("cancel before start finishes cancelled with no attempt; start is stale afterwards")
     func cancelIdle() {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3))
-        let termination = machine.cancel(at: .zero).termination
+        let termination = machine.finishing { $0.cancel(at: .zero) }
         #expect(termination?.summary == RetrySummary(reason: .cancelled, attempts: 0, elapsed: .zero))
         #expect(termination?.error is CancellationError)
         #expect(machine.start(at: .zero).isNone)
@@ -463,7 +470,7 @@ struct RetryStateMachineEdgeTests {
     func cancelAttempting() {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3))
         _ = machine.start(at: .zero)
-        let termination = machine.cancel(at: .seconds(1)).termination
+        let termination = machine.finishing { $0.cancel(at: .seconds(1)) }
         #expect(termination?.summary == RetrySummary(reason: .cancelled, attempts: 1, elapsed: .seconds(1)))
         #expect(termination?.error is CancellationError)
         #expect(termination?.failedAttempt == nil)
@@ -483,7 +490,7 @@ struct RetryStateMachineEdgeTests {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3))
         _ = machine.start(at: .zero)
         _ = machine.attemptFailed(1, error: TestError(1), at: .zero)
-        #expect(machine.cancel(at: .zero).termination?.summary.reason == .cancelled)
+        #expect(machine.finishing { $0.cancel(at: .zero) }?.summary.reason == .cancelled)
         #expect(machine.decide(.retry(after: .seconds(1)), at: .zero).isNone)
         #expect(machine.decide(.stop, at: .zero).isNone)
     }
@@ -494,7 +501,7 @@ struct RetryStateMachineEdgeTests {
         _ = machine.start(at: .zero)
         _ = machine.attemptFailed(1, error: TestError(1), at: .zero)
         _ = machine.decide(.retry(after: .seconds(1)), at: .zero)
-        let termination = machine.cancel(at: .milliseconds(500)).termination
+        let termination = machine.finishing { $0.cancel(at: .milliseconds(500)) }
         #expect(termination?.summary == RetrySummary(reason: .cancelled, attempts: 1, elapsed: .milliseconds(500)))
         #expect(termination?.error is CancellationError)
         #expect(machine.waitElapsed(at: .seconds(1)).isNone)
@@ -505,7 +512,7 @@ struct RetryStateMachineEdgeTests {
     func cancelAfterFinish() {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3))
         _ = machine.start(at: .zero)
-        #expect(machine.attemptSucceeded(1, at: .zero).termination?.summary.reason == .succeeded)
+        #expect(machine.finishing { $0.attemptSucceeded(1, at: .zero) }?.summary.reason == .succeeded)
         #expect(machine.cancel(at: .zero).isNone)
         #expect(machine.attemptSucceeded(1, at: .zero).isNone)
     }
@@ -535,14 +542,14 @@ struct RetryStateMachineEdgeTests {
         #expect(machine.waitElapsed(at: .zero).runAttempt?.attempt.number == 2)
         #expect(machine.waitElapsed(at: .zero).isNone)  // second timer fire
         #expect(machine.attemptSucceeded(1, at: .zero).isNone)  // the old attempt
-        #expect(machine.attemptSucceeded(2, at: .zero).termination?.summary.attempts == 2)
+        #expect(machine.finishing { $0.attemptSucceeded(2, at: .zero) }?.summary.attempts == 2)
     }
 
     @Test("result(value:) and events(value:) agree on success and failure")
     func terminationHelpers() throws {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 2))
         _ = machine.start(at: .zero)
-        let success = try #require(machine.attemptSucceeded(1, at: .milliseconds(7)).termination)
+        let success = try #require(machine.finishing { $0.attemptSucceeded(1, at: .milliseconds(7)) })
         #expect(try success.result(value: "done").get() == "done")
         #expect(
             success.events(value: 9).map(describe) == [
@@ -551,7 +558,7 @@ struct RetryStateMachineEdgeTests {
         // A failure ignores a value passed by mistake.
         var failing = RetryStateMachine(RetryConfiguration(maxAttempts: 1))
         _ = failing.start(at: .zero)
-        let failure = try #require(failing.attemptFailed(1, error: TestError(4), at: .zero).termination)
+        let failure = try #require(failing.finishing { $0.attemptFailed(1, error: TestError(4), at: .zero) })
         #expect(throws: TestError(4)) { try failure.result(value: 1).get() }
         #expect(failure.events(value: 1).map(describe).first == "failed 1 TestError(4) give up exhausted")
     }

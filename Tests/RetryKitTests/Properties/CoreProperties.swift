@@ -115,7 +115,8 @@ private func runMachine(_ testCase: RetrierCase) -> [String] {
             found += testCase.strategy.problems(with: delay, context: "after attempt \(failed.number)")
             now += delay
             action = machine.waitElapsed(at: now)
-        case .finish(let termination):
+        case .finish:
+            guard let termination = machine.termination else { return found + ["finished without a termination"] }
             if termination.summary.attempts != attempts {
                 found.append("summary counts \(termination.summary.attempts), \(attempts) ran")
             }
