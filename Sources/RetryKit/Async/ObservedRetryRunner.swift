@@ -28,6 +28,7 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
 ///   - runAttempt: Runs one attempt; `deadline` is `nil` when the attempt has no timeout. Called in `isolation`.
 ///   - strategy: Called in `isolation`, never while a lock is held.
 ///   - observer: Called in `isolation`, in event order.
+///   - willStart: Called with each attempt before its `attemptStarted` event (the bridge prepares the attempt there).
 @inlinable
 @inline(__always)
 func runObservedRetry<Value: Sendable, C: Clock>(
@@ -37,7 +38,8 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     isolation: isolated (any Actor)?,
     runAttempt: (_ attempt: RetryAttempt, _ deadline: C.Instant?) async -> AsyncAttemptOutcome<Value>,
     strategy: (any Error) -> RetryStrategy<C>,
-    observer: (RetryEvent<Value>) -> Void
+    observer: (RetryEvent<Value>) -> Void,
+    willStart: (RetryAttempt) -> Void = { _ in }
 ) async throws -> Value where C.Duration == Duration {
     let start = clock.now
     // What the machine's actions said, for the attempt, the strategy and the last events.
@@ -73,6 +75,7 @@ func runObservedRetry<Value: Sendable, C: Clock>(
             switch action {
             case .run(let attempt, let timeout):
                 running = (attempt, timeout)
+                willStart(attempt)
                 observer(.attemptStarted(attempt))
             case .consultStrategy(_, let error):
                 consulted = error

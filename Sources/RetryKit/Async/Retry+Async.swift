@@ -77,12 +77,40 @@ public func retry<R, E, C>(
 ) async throws -> sending R where C: Clock, E: Error {
     // Always inlined (with the async runner): as a call of its own, this async function would cost an async frame and
     // an executor hop after every attempt, about twice the cost of everything else it does.
-    // Time is not observable through this overload (no deadline, no events), so the runner is fed a constant `now`,
-    // observes nothing, and keeps no machine until the first attempt fails: the fast path reads no clock at all.
+    // Without a budget, time is not observable through this overload (no deadline, no events), so the runner is fed a
+    // constant `now`, observes nothing, and keeps no machine until the first attempt fails: the fast path reads no
+    // clock at all. With a budget, a refused retry's error tells how long the attempts took: that run reads the clock.
     var machine = AsyncRetryHeapMachine(maxAttempts: maxAttempts, budget: budget)
+    if budget != nil {
+        return try await runBudgetedAsyncRetry(
+            machine: &machine, tolerance: tolerance, clock: clock, isolation: isolation, operation: operation,
+            strategy: strategy)
+    }
     return try await runAsyncRetry(
         machine: &machine, observed: false,
         tolerance: tolerance, clock: clock, isolation: isolation, now: { .zero },
+        runAttempt: { (_: Int) async throws(E) -> sending R in try await operation() },
+        strategy: strategy, observe: { _, _ in })
+}
+
+/// The basic `retry` with a budget: the same run, fed the time since the call (a clock whose duration is not
+/// `Swift.Duration` reports zero). Not inlined into `retry`, so that the call without a budget keeps its small frame
+/// and reads no clock.
+@inlinable
+@inline(never)
+func runBudgetedAsyncRetry<R, E, C>(
+    machine: inout AsyncRetryHeapMachine,
+    tolerance: C.Duration?,
+    clock: C,
+    isolation: isolated (any Actor)?,
+    operation: () async throws(E) -> sending R,
+    strategy: (E) -> RetryStrategy<C>
+) async throws -> sending R where C: Clock, E: Error {
+    let start = clock.now
+    return try await runAsyncRetry(
+        machine: &machine, observed: false,
+        tolerance: tolerance, clock: clock, isolation: isolation,
+        now: { AsyncRetry.elapsed(start.duration(to: clock.now)) },
         runAttempt: { (_: Int) async throws(E) -> sending R in try await operation() },
         strategy: strategy, observe: { _, _ in })
 }
@@ -93,8 +121,8 @@ public func retry<R, E, C>(
 /// caller's isolation; the completion-handler runner is the only other place that runs attempts.
 ///
 /// Two shapes, one loop, specialized for each (`machine`'s type, and `observed`, a constant where it is inlined):
-/// - **basic** (``AsyncRetryHeapMachine``, `observed == false`): time is not observable, so the machine is fed a
-///   constant `now` and nothing is observed. The machine lives on the heap only from the first failure on (it is fed
+/// - **basic** (``AsyncRetryHeapMachine``, `observed == false`): time is not observable (except with a budget, whose
+///   refusal says how long the attempts took), so the machine is fed a constant `now` and nothing is observed. The machine lives on the heap only from the first failure on (it is fed
 ///   the same `start` again, then that failure: the machine is a pure function of its events). A call that succeeds
 ///   at once allocates nothing, and only a reference to the machine and a small ``AsyncRetryStep`` live across the
 ///   awaits, so a task waiting in the basic `retry` needs no more task memory than a task sleeping on its own.
@@ -247,8 +275,8 @@ protocol AsyncRetryMachineHolder {
         -> any Error
 }
 
-/// The basic `retry`'s machine: on the heap, from the first failure on (see ``AsyncRetryMachine``); time and events
-/// are not observable, so `now` and `observe` are ignored.
+/// The basic `retry`'s machine: on the heap, from the first failure on (see ``AsyncRetryMachine``); events are not
+/// observable, so `observe` is ignored (and `now` is a constant zero, unless the call has a budget).
 @usableFromInline
 struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
     @usableFromInline var machine: AsyncRetryMachine?
@@ -269,20 +297,22 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
     }
 
     @inlinable @inline(__always)
-    mutating func succeeded(_ number: Int, at _: Duration, observe _: RetryStateMachine.ActionObserver) {
+    mutating func succeeded(_ number: Int, at now: Duration, observe _: RetryStateMachine.ActionObserver) {
         // Without a budget nothing reads the machine after a success: it is not told, and simply dropped. With one,
         // the success refunds the budget.
-        if let budget { AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget) }
+        if let budget {
+            AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget, at: now)
+        }
     }
 
     @inlinable @inline(__always)
     mutating func failed(
-        _ number: Int, _ error: any Error, cancelled: Bool, at _: Duration,
+        _ number: Int, _ error: any Error, cancelled: Bool, at now: Duration,
         observe _: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
         let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts, budget: budget)
         machine = started
-        return started.failed(number, error, cancelled: cancelled)
+        return started.failed(number, error, cancelled: cancelled, at: now)
     }
 
     @inlinable @inline(__always)
@@ -294,26 +324,26 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
 
     @inlinable @inline(__always)
     mutating func decided(
-        _ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at _: Duration,
+        _ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at now: Duration,
         observe _: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
         guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
-        return machine.decided(decision, waitsOnClock: waitsOnClock, cancelled: cancelled)
+        return machine.decided(decision, waitsOnClock: waitsOnClock, cancelled: cancelled, at: now)
     }
 
     @inlinable @inline(__always)
-    mutating func waited(cancelled: Bool, at _: Duration, observe _: RetryStateMachine.ActionObserver)
+    mutating func waited(cancelled: Bool, at now: Duration, observe _: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
         guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
-        return machine.waited(cancelled: cancelled)
+        return machine.waited(cancelled: cancelled, at: now)
     }
 
     @inlinable @inline(__always)
     mutating func sleepFailed(
-        _ error: any Error, at _: Duration, observe _: RetryStateMachine.ActionObserver
+        _ error: any Error, at now: Duration, observe _: RetryStateMachine.ActionObserver
     ) -> any Error {
-        machine?.cancel()
+        machine?.cancel(at: now)
         return error
     }
 }
@@ -410,7 +440,7 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
 /// Its methods are not inlined into `retry` on purpose: an action is a large enum, and every temporary of an async
 /// function takes room in the task's async frame, as would the machine itself. Kept out of the frame, a task waiting in
 /// `retry` fits in the task memory of a task sleeping on its own; otherwise it needs a second kilobyte-sized slab.
-/// The machine is fed a constant `now`: time is not observable through that overload.
+/// The machine is fed a constant `now` (zero) unless the call has a budget: time is not observable otherwise.
 @usableFromInline
 final class AsyncRetryMachine {
     // Only ever used by the one task running its `retry` call: no other access, so no dynamic exclusivity checks.
@@ -442,15 +472,17 @@ final class AsyncRetryMachine {
     /// Attempt `number` succeeded, in a call with a budget: the machine refunds the budget. A first-try success has
     /// no machine yet: one is started for it, so that the refund is the machine's decision in every case.
     @usableFromInline
-    static func succeeded(_ number: Int, _ machine: AsyncRetryMachine?, maxAttempts: Int, budget: RetryBudget) {
+    static func succeeded(
+        _ number: Int, _ machine: AsyncRetryMachine?, maxAttempts: Int, budget: RetryBudget, at now: Duration
+    ) {
         let machine = machine ?? started(maxAttempts: maxAttempts, budget: budget)
-        _ = machine.machine.attemptSucceeded(number, at: .zero)
+        _ = machine.machine.attemptSucceeded(number, at: now)
     }
 
     /// Attempt `number` failed with `error` (or the task was cancelled while it ran).
     @usableFromInline
-    func failed(_ number: Int, _ error: any Error, cancelled: Bool) -> AsyncRetryStep {
-        let action = cancelled ? machine.cancel(at: .zero) : machine.attemptFailed(number, error: error, at: .zero)
+    func failed(_ number: Int, _ error: any Error, cancelled: Bool, at now: Duration) -> AsyncRetryStep {
+        let action = cancelled ? machine.cancel(at: now) : machine.attemptFailed(number, error: error, at: now)
         return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
@@ -458,25 +490,25 @@ final class AsyncRetryMachine {
     /// cancellation, if the task was cancelled), in the same call, unless the runner `waitsOnClock` for a delay in a
     /// duration type of the clock's own.
     @usableFromInline
-    func decided(_ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool) -> AsyncRetryStep {
-        let action = machine.decide(decision, at: .zero)
+    func decided(_ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at now: Duration) -> AsyncRetryStep {
+        let action = machine.decide(decision, at: now)
         if !waitsOnClock, case .retry(let delay, _, _) = action, delay == .zero {
-            return waited(cancelled: cancelled)
+            return waited(cancelled: cancelled, at: now)
         }
         return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
     /// The wait is over (or the task was cancelled).
     @usableFromInline
-    func waited(cancelled: Bool) -> AsyncRetryStep {
-        let action = cancelled ? machine.cancel(at: .zero) : machine.waitElapsed(at: .zero)
+    func waited(cancelled: Bool, at now: Duration) -> AsyncRetryStep {
+        let action = cancelled ? machine.cancel(at: now) : machine.waitElapsed(at: now)
         return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
     /// The wait was cut short.
     @usableFromInline
-    func cancel() {
-        _ = machine.cancel(at: .zero)
+    func cancel(at now: Duration) {
+        _ = machine.cancel(at: now)
     }
 }
 
@@ -547,6 +579,13 @@ enum AsyncRetry {
         guard delay > .zero else { return nil }
         guard let converted = delay as? D else { throw inconsistency() }  // only a `Swift.Duration` clock gets here
         return converted
+    }
+
+    /// `duration` as a `Swift.Duration`: itself for a clock measured in `Swift.Duration` (a no-op once specialized),
+    /// zero for a clock with a duration type of its own.
+    @inlinable
+    static func elapsed<D: DurationProtocol>(_ duration: D) -> Duration {
+        (duration as? Duration) ?? .zero
     }
 
     /// The error a wait ends with when the clock's `sleep` throws: `CancellationError` when the task was cancelled

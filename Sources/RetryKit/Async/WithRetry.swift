@@ -40,8 +40,9 @@
 /// Task cancellation is checked before every attempt; a task cancelled before the call runs no attempt. Cancelling
 /// the task while an attempt is in flight abandons the attempt at once: its cancel hook
 /// (``AttemptCompletion/onCancel(_:)``) runs on the cancelling thread, the attempt's late result is ignored and
-/// `withRetry` throws `CancellationError` without waiting for the work. A cancellation that arrives before the
-/// attempt started waiting is remembered. A wait between attempts ends at once. A per-attempt or total timeout
+/// `withRetry` throws `CancellationError` without waiting for the work. A cancellation that arrives while `operation`
+/// is still starting the attempt is taken as soon as it returns (the hook then runs in the caller's task), unless the
+/// attempt has completed by then. A wait between attempts ends at once. A per-attempt or total timeout
 /// abandons the attempt the same way (the cancel hook runs) before the retrier goes on.
 ///
 /// - Parameters:
@@ -85,57 +86,60 @@ public func withRetry<Value: Sendable, C: Clock>(
     let configuration = RetryConfiguration(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget)
     let bridge = RetryBridge()
+    // Whether attempts have a timer: with either timeout (the machine gives every attempt the rest of the total).
+    let timed = totalTimeout != nil || attemptTimeout != nil
+    // The sink of the attempt that has just started, made with its `attemptStarted` event (which takes the duplicates
+    // so far in the same step), until the attempt runs.
+    var startedSink: (any AttemptSink)?
     return try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, deadline in
-            let timed = deadline != nil
-            let outcome = await withTaskCancellationHandler(
-                operation: {
-                    // The sink is held by the completion alone (no local keeps it): when the operation lets go of
-                    // every copy uncalled, the attempt fails at once (see `BridgeCompletionToken`).
-                    operation(
-                        attempt, AttemptCompletion(sink: bridge.begin(attempt.number, timed: timed), attempt: attempt))
-                    // No wait at all for an attempt that has already ended (completed synchronously or cancelled),
-                    // and no timer.
-                    if let ended = bridge.takeOutcome() { return ended }
-                    guard let deadline else { return await bridge.wait() }
-                    return await withTaskGroup(of: Void.self, isolation: isolation) { group in
-                        let number = attempt.number
-                        group.addTask {
-                            do {
-                                try await AsyncRetry.sleep(until: deadline, tolerance: tolerance, clock: clock)
-                            } catch {
-                                return  // the attempt ended first, or the task was cancelled
-                            }
-                            bridge.timeOut(number)
-                        }
-                        defer { group.cancelAll() }
-                        return await bridge.wait()
-                    }
-                },
-                onCancel: { bridge.cancel() },
-                isolation: isolation)
+            // The sink is held by the completion alone (no local keeps it): when the operation lets go of every copy
+            // uncalled, the attempt fails at once (see `BridgeCompletionToken`).
+            operation(
+                attempt,
+                AttemptCompletion(
+                    sink: startedSink.take() ?? bridge.begin(attempt.number, timed: deadline != nil).sink,
+                    attempt: attempt))
+            // No wait at all for an attempt that has already ended (completed synchronously), and no timer and no
+            // cancellation handler: a cancellation that arrived while the operation was starting the attempt is
+            // taken when the handler is installed, as the wait begins, or here if the operation let go of its
+            // completion uncalled (the attempt is abandoned: its cancel hook runs).
+            let outcome: BridgeOutcome
+            if let ended = bridge.takeOutcome() {
+                if case .released = ended, Task.isCancelled { bridge.cancel() }
+                outcome = ended
+            } else {
+                outcome = await waitForBridgedAttempt(
+                    bridge, attempt.number, deadline: deadline, tolerance: tolerance, clock: clock,
+                    isolation: isolation)
+            }
             switch outcome {
             case .success(let value):
                 // Always a `Value`: only this call's completions report to the bridge.
                 guard let value = value.value(as: Value.self) else { return .failed(RetryError(.missingResult)) }
                 return .succeeded(value)
             case .failure(let error): return .failed(error)
+            case .released: return .failed(RetryError(.completionReleased))
             case .timedOut: return .timedOut
             case .cancelled: return .cancelled
             }
         },
         strategy: strategy,
         observer: { event in
-            switch event {
-            case .attemptStarted, .finished:
+            if case .finished = event {
                 for attempt in bridge.takeDuplicates() {
                     observer(.duplicateCompletion(attempt))
                 }
-            default:
-                break
             }
             observer(event)
+        },
+        willStart: { attempt in
+            let started = bridge.begin(attempt.number, timed: timed)
+            startedSink = started.sink
+            for attempt in started.duplicates {
+                observer(.duplicateCompletion(attempt))
+            }
         })
 }
 
@@ -185,6 +189,31 @@ public func withRetry<Value: Sendable>(
         clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
 }
 
+/// Waits for attempt `number` of `bridge` to end: by its completion, its timer (at `deadline`, if it has one) or
+/// task cancellation, whichever comes first. Only an attempt that did not end while its operation ran waits here.
+@inlinable
+func waitForBridgedAttempt<C: Clock>(
+    _ bridge: RetryBridge, _ number: Int, deadline: C.Instant?, tolerance: Duration?, clock: C,
+    isolation: isolated (any Actor)?
+) async -> BridgeOutcome where C.Duration == Duration {
+    await withTaskCancellationHandler(
+        operation: {
+            guard let deadline else { return await bridge.wait() }
+            // The bridge ends the attempt with whichever comes first, its completion or its timer: the timer only
+            // tells it, and the wait reports.
+            let outcome = await AsyncRetry.racingTimer(
+                until: deadline, tolerance: tolerance, clock: clock, isolation: isolation,
+                attempt: { await bridge.wait() },
+                timedOut: {
+                    bridge.timeOut(number)
+                    return nil
+                })
+            return outcome ?? .cancelled
+        },
+        onCancel: { bridge.cancel() },
+        isolation: isolation)
+}
+
 /// How one attempt of
 /// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
 /// ended.
@@ -194,10 +223,20 @@ enum BridgeOutcome: Sendable {
     case success(ErasedValue)
     /// The completion was called with an error.
     case failure(any Error)
+    /// Every copy of the completion was released uncalled.
+    case released
     /// The attempt's timer fired first.
     case timedOut
     /// The task was cancelled first.
     case cancelled
+}
+
+/// An attempt that has just started on a ``RetryBridge``: the sink for its completion, and the duplicate completions
+/// reported until then.
+@usableFromInline
+struct BridgeAttemptStart {
+    @usableFromInline let sink: any AttemptSink
+    @usableFromInline let duplicates: [RetryAttempt]
 }
 
 /// The state of a ``RetryBridge``: the attempt in flight and the task waiting for it.
@@ -222,8 +261,8 @@ struct RetryBridgeState {
 
     /// Ends the attempt with `outcome` unless it has ended already; returns the waiter to resume with it.
     ///
-    /// An ended attempt's own record is let go: the record keeps the bridge alive (while the operation keeps its
-    /// completion), so the bridge must not keep the record once nothing can happen to the attempt through it.
+    /// An ended attempt's own record is let go: nothing can happen to the attempt through the bridge any more (the
+    /// completion keeps the record for its own calls).
     mutating func end(_ outcome: BridgeOutcome) -> UnsafeContinuation<BridgeOutcome, Never>? {
         guard !ended else { return nil }
         ended = true
@@ -236,6 +275,13 @@ struct RetryBridgeState {
         return nil
     }
 
+    /// The duplicate completions so far, forgotten once taken.
+    mutating func takeDuplicates() -> [RetryAttempt] {
+        guard !duplicates.isEmpty else { return [] }
+        defer { duplicates = [] }
+        return duplicates
+    }
+
     /// Abandons the attempt in flight: returns its cancel hook to run outside the lock.
     mutating func abandon() -> (@Sendable () -> Void)? {
         if let timed { return timed.record.abandon() }
@@ -245,22 +291,25 @@ struct RetryBridgeState {
 
 /// The attempts of one
 /// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)`` call,
-/// one after the other: the sink of their completions and what the call waits on.
+/// one after the other: where their completions report, and what the call waits on.
 ///
 /// Three things race to end an attempt: its completion, its timer and task cancellation, and any of them may come
 /// before the task waits. The first one ends it (`RetryBridgeState.end`); the waiting continuation lives in the locked
 /// state and leaves it exactly once, to be resumed after the lock is released. An attempt that ended before the task
-/// waits (a completion called synchronously) costs no continuation at all.
+/// waits (a completion called synchronously) costs no continuation, no timer and no cancellation handler at all.
 ///
-/// Not generic, and one object (with its lock) per call: nothing per attempt for attempts without a timeout.
+/// Not generic, and one allocation per call (the locked state: this is a value over it), plus one per attempt: the
+/// attempt's ``BridgeCompletionToken``.
 @usableFromInline
-final class RetryBridge: AttemptSink, Sendable {
+struct RetryBridge: Sendable {
     /// The attempt in flight and the task waiting for it, behind the bridge's lock.
-    private let state = Locked(RetryBridgeState())
+    private let state: Locked<RetryBridgeState>
 
     /// A bridge for one call.
     @usableFromInline
-    init() {}
+    init() {
+        state = Locked(RetryBridgeState())
+    }
 
     /// Runs `body` with exclusive access to the bridge's state, under its lock.
     @inline(__always)
@@ -268,38 +317,37 @@ final class RetryBridge: AttemptSink, Sendable {
         try state.withLock(body)
     }
 
-    /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion.
+    /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion, and the duplicate
+    /// completions so far (forgotten once taken), for the observer.
     @usableFromInline
-    func begin(_ number: Int, timed: Bool) -> any AttemptSink {
-        let record = timed ? TimedBridgeAttempt(self) : nil
-        withLock { s in
+    func begin(_ number: Int, timed: Bool) -> BridgeAttemptStart {
+        let record = timed ? TimedBridgeAttempt() : nil
+        let duplicates = withLock { s in
             s.attempt = number
             s.record = AttemptRecord()
             s.timed = record
             s.ended = false
             s.outcome = nil
+            return s.takeDuplicates()
         }
-        return BridgeCompletionToken(record ?? self, bridge: self, attempt: number)
+        return BridgeAttemptStart(
+            sink: BridgeCompletionToken(self, attempt: number, timed: record), duplicates: duplicates)
     }
 
-    /// Every copy of attempt `number`'s completion was released: if the attempt has not ended (no call, no timeout,
+    /// Every copy of attempt `number`'s completion was released uncalled: if the attempt has not ended (no timeout,
     /// no cancel), it fails with ``RetryError/Reason-swift.enum/completionReleased`` instead of waiting forever.
     func released(_ number: Int) {
-        let error = RetryError(.completionReleased)
         let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
             guard s.attempt == number, !s.ended else { return nil }
-            return s.end(.failure(error))
+            return s.end(.released)
         }
-        waiter?.resume(returning: .failure(error))
+        waiter?.resume(returning: .released)
     }
 
     /// How the current attempt ended, if it has already.
     @usableFromInline
     func takeOutcome() -> BridgeOutcome? {
-        withLock { s in
-            defer { s.outcome = nil }
-            return s.outcome
-        }
+        withLock { s in s.outcome.take() }
     }
 
     /// Waits for the current attempt to end.
@@ -307,10 +355,7 @@ final class RetryBridge: AttemptSink, Sendable {
     func wait(isolation: isolated (any Actor)? = #isolation) async -> BridgeOutcome {
         await withUnsafeContinuation(isolation: isolation) { continuation in
             let ready: BridgeOutcome? = withLock { s in
-                if let outcome = s.outcome {
-                    s.outcome = nil
-                    return outcome
-                }
+                if let outcome = s.outcome.take() { return outcome }
                 s.waiter = continuation
                 return nil
             }
@@ -342,19 +387,16 @@ final class RetryBridge: AttemptSink, Sendable {
     /// The duplicate completions so far, forgotten once taken.
     @usableFromInline
     func takeDuplicates() -> [RetryAttempt] {
-        withLock { s in
-            guard !s.duplicates.isEmpty else { return [] }
-            defer { s.duplicates = [] }
-            return s.duplicates
-        }
+        withLock { s in s.takeDuplicates() }
     }
 
-    /// A completion of `attempt` was called with `outcome`; `timed` is the attempt's own record, if it has one.
-    func complete(_ attempt: RetryAttempt, _ outcome: BridgeOutcome, timed: TimedBridgeAttempt?) {
+    /// A completion of `attempt` was called with `outcome`, through `token`.
+    func complete(_ attempt: RetryAttempt, _ outcome: BridgeOutcome, token: BridgeCompletionToken) {
         var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
         let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
+            token.called = true
             let call: AttemptRecord.Call
-            if let timed {
+            if let timed = token.timed {
                 call = timed.record.call(dropping: &dropped)
             } else if s.attempt == attempt.number && s.timed == nil {
                 call = s.record.call(dropping: &dropped)
@@ -372,107 +414,79 @@ final class RetryBridge: AttemptSink, Sendable {
         waiter?.resume(returning: outcome)
     }
 
-    // MARK: AttemptSink (attempts without a timeout)
-
-    @usableFromInline
-    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        complete(attempt, .success(value), timed: nil)
-    }
-
-    @usableFromInline
-    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
-        complete(attempt, .failure(error), timed: nil)
-    }
-
-    @usableFromInline
-    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        // An earlier attempt has been delivered: its hook can never run.
+    /// ``AttemptCompletion/onCancel(_:)`` of `attempt`, through `token`.
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt, token: BridgeCompletionToken) {
         var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
         let runNow = withLock { s in
-            s.attempt == attempt.number && s.timed == nil ? s.record.register(hook, dropping: &dropped) : false
+            if let timed = token.timed { return timed.record.register(hook, dropping: &dropped) }
+            // An earlier attempt has been delivered: its hook can never run.
+            return s.attempt == attempt.number && s.timed == nil ? s.record.register(hook, dropping: &dropped) : false
         }
         withExtendedLifetime(dropped) {}
         if runNow { hook() }
     }
 
-    @usableFromInline
-    func isAbandoned(_ attempt: RetryAttempt) -> Bool {
-        withLock { s in s.attempt == attempt.number && s.timed == nil && s.record.abandoned }
+    /// ``AttemptCompletion/isCancelled`` of `attempt`, through `token`.
+    func isAbandoned(_ attempt: RetryAttempt, token: BridgeCompletionToken) -> Bool {
+        withLock { s in
+            if let timed = token.timed { return timed.record.abandoned }
+            return s.attempt == attempt.number && s.timed == nil && s.record.abandoned
+        }
     }
 }
 
-/// What an attempt's completion reports to: it forwards every call to the attempt's sink (the bridge, or the
-/// attempt's own record when it has a timeout) and, when the last copy of the completion is released, tells the bridge,
-/// so that an operation that drops `done` uncalled fails its attempt instead of hanging the call.
+/// What an attempt's completion reports to: one per attempt. It forwards every call to its bridge and, when the last
+/// copy of the completion is released without having been called, tells the bridge, so that an operation that drops
+/// `done` uncalled fails its attempt instead of hanging the call.
 @usableFromInline
-final class BridgeCompletionToken: AttemptSink, Sendable {
-    let sink: any AttemptSink
+final class BridgeCompletionToken: AttemptSink, @unchecked Sendable {
+    // @unchecked Sendable: `called` is written under the bridge's lock, and read in `deinit` only.
     let bridge: RetryBridge
     let attempt: Int
+    /// The attempt's own record, when it has a timeout (see ``RetryBridgeState/timed``).
+    let timed: TimedBridgeAttempt?
+    /// Whether the completion has been called. Written under the bridge's lock; read without it in `deinit`, when no
+    /// other reference is left (the release of the last reference orders every earlier write before it).
+    @exclusivity(unchecked) var called = false
 
-    init(_ sink: any AttemptSink, bridge: RetryBridge, attempt: Int) {
-        self.sink = sink
+    init(_ bridge: RetryBridge, attempt: Int, timed: TimedBridgeAttempt?) {
         self.bridge = bridge
         self.attempt = attempt
+        self.timed = timed
     }
 
     deinit {
-        bridge.released(attempt)
+        // A called completion has ended its attempt, or been ignored: nothing to tell, and no lock to take.
+        if !called { bridge.released(attempt) }
     }
 
     @usableFromInline
     func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        sink.attemptSucceeded(value, attempt)
+        bridge.complete(attempt, .success(value), token: self)
     }
 
     @usableFromInline
     func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
-        sink.attemptFailed(error, attempt)
+        bridge.complete(attempt, .failure(error), token: self)
     }
 
     @usableFromInline
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        sink.setCancelHook(hook, attempt)
+        bridge.setCancelHook(hook, attempt, token: self)
     }
 
     @usableFromInline
     func isAbandoned(_ attempt: RetryAttempt) -> Bool {
-        sink.isAbandoned(attempt)
+        bridge.isAbandoned(attempt, token: self)
     }
 }
 
 /// The record of one attempt with a timeout, guarded by its bridge's lock.
 @usableFromInline
-final class TimedBridgeAttempt: AttemptSink, @unchecked Sendable {
+final class TimedBridgeAttempt: @unchecked Sendable {
     // @unchecked Sendable: `record` is only accessed while the bridge's lock is held.
-    let bridge: RetryBridge
     /// Guarded by the bridge's lock (which provides exclusivity, so no dynamic checks).
     @exclusivity(unchecked) var record = AttemptRecord()
 
-    init(_ bridge: RetryBridge) {
-        self.bridge = bridge
-    }
-
-    @usableFromInline
-    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        bridge.complete(attempt, .success(value), timed: self)
-    }
-
-    @usableFromInline
-    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
-        bridge.complete(attempt, .failure(error), timed: self)
-    }
-
-    @usableFromInline
-    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        var dropped: (@Sendable () -> Void)?  // a hook this one replaces, released after unlocking
-        let runNow = bridge.withLock { _ in record.register(hook, dropping: &dropped) }
-        withExtendedLifetime(dropped) {}
-        if runNow { hook() }
-    }
-
-    @usableFromInline
-    func isAbandoned(_ attempt: RetryAttempt) -> Bool {
-        bridge.withLock { _ in record.abandoned }
-    }
+    init() {}
 }

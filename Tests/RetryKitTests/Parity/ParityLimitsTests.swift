@@ -35,14 +35,7 @@ struct ParityLimitsTests {
                 .result("error \(refused)"),
             ],
             waits: [d[0]], tokens: 0)
-        await expectParity(
-            scenario, expected: expected, styles: everyStyle,
-            knownIssues: [
-                .seedAsync:
-                    "the seed-style retry(maxAttempts:budget:clock:) feeds its state machine a constant now (.zero), so "
-                    + "its budgetExhausted RetryError reports the attempts 'in 0.0 seconds' instead of the time they "
-                    + "took (elapsed, description and localizedDescription)"
-            ])
+        await expectParity(scenario, expected: expected, styles: everyStyle)
     }
 
     @Test("A success refunds the cost of the retry that led to it; a first-try success refunds successRefund")
