@@ -355,7 +355,7 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     @usableFromInline var machine: RetryStateMachine
 
     @inlinable
-    init(_ configuration: RetryConfiguration) {
+    init(_ configuration: consuming RetryConfiguration) {
         machine = RetryStateMachine(configuration)
     }
 
