@@ -40,6 +40,7 @@ let package = Package(
                 .product(name: "RetryKit", package: "RetryKit"),
                 .product(name: "Benchmark", package: "benchmark"),
                 "BenchmarkSupport",
+                "Workloads",
             ],
             path: "Benchmarks/Runners",
             plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]

@@ -1,4 +1,5 @@
 import Foundation
+import RetryKit
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -23,5 +24,12 @@ struct LegacyClient: Sendable {
         }
         task.resume()
         return task
+    }
+
+    /// One retry attempt of ``fetchText(_:completion:)``: hands the result to `done`, and cancels the request when
+    /// RetryKit abandons the attempt (the retrier is cancelled or the attempt times out).
+    func fetchText(_ url: URL, done: AttemptCompletion<String>) {
+        let task = fetchText(url) { text, error in done(text, error) }
+        done.onCancel { task.cancel() }
     }
 }

@@ -39,6 +39,16 @@ struct RetryKitDemo {
             case .cancel: return "Cancellation in the middle of a 2 s backoff"
             }
         }
+
+        /// The path the scenario requests from the scripted server.
+        var path: String {
+            switch self {
+            case .legacy: return "/legacy/weather"
+            case .bridged: return "/bridged/weather"
+            case .http: return "/http/forecast"
+            case .cancel: return "/cancel/always-503"
+            }
+        }
     }
 
     /// The exit statuses.
@@ -244,21 +254,13 @@ struct Demo: Sendable {
     }
 
     func run(_ scenario: RetryKitDemo.Scenario) async -> Outcome {
+        let path = scenario.path
         let ending: Outcome.Ending
-        let path: String
         switch scenario {
-        case .legacy:
-            path = "/legacy/weather"
-            ending = await legacy(path)
-        case .bridged:
-            path = "/bridged/weather"
-            ending = await bridged(path)
-        case .http:
-            path = "/http/forecast"
-            ending = await http(path)
-        case .cancel:
-            path = "/cancel/always-503"
-            ending = await cancel(path)
+        case .legacy: ending = await legacy(path)
+        case .bridged: ending = await bridged(path)
+        case .http: ending = await http(path)
+        case .cancel: ending = await cancel(path)
         }
         return Outcome(ending: ending, requests: server.requestCount(to: path))
     }
@@ -285,9 +287,8 @@ struct Demo: Sendable {
         let client = self.client
         let backoff = self.backoff
         let maxAttempts = options.maxAttempts
-        let handle: RetryHandle<String> = retry(maxAttempts: maxAttempts, on: queue) { attempt, done in
-            let task = client.fetchText(url) { text, error in done(text, error) }
-            done.onCancel { task.cancel() }
+        let handle: RetryHandle<String> = retry(maxAttempts: maxAttempts, on: queue) { _, done in
+            client.fetchText(url, done: done)
         } strategy: { _ in
             .backoff(backoff)
         } observer: { event in
@@ -311,9 +312,8 @@ struct Demo: Sendable {
         let timeline = Timeline()
         let client = self.client
         do {
-            let text = try await withRetry(maxAttempts: options.maxAttempts) { attempt, done in
-                let task = client.fetchText(url) { text, error in done(text, error) }
-                done.onCancel { task.cancel() }
+            let text = try await withRetry(maxAttempts: options.maxAttempts) { _, done in
+                client.fetchText(url, done: done)
             } strategy: { _ in
                 .backoff(backoff)
             } observer: { event in
@@ -362,9 +362,8 @@ struct Demo: Sendable {
         let queue = self.queue
         // The handle, once `retry` has returned it, and when `cancel()` was called.
         let box = Locked<(handle: RetryHandle<String>?, cancelledAt: ContinuousClock.Instant?)>((nil, nil))
-        let handle: RetryHandle<String> = retry(maxAttempts: options.maxAttempts, on: queue) { attempt, done in
-            let task = client.fetchText(url) { text, error in done(text, error) }
-            done.onCancel { task.cancel() }
+        let handle: RetryHandle<String> = retry(maxAttempts: options.maxAttempts, on: queue) { _, done in
+            client.fetchText(url, done: done)
         } strategy: { _ in
             .backoff(.constant(.seconds(2)))
         } observer: { event in

@@ -10,9 +10,7 @@
 /// var policy = HTTPRetryPolicy()
 /// policy.retryableHTTPMethods.insert("PROPFIND")
 /// ```
-public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
+public struct HTTPRequestMethod: StringToken {
     /// The method token, for example `"GET"`.
     public let rawValue: String
 
@@ -20,12 +18,6 @@ public struct HTTPRequestMethod: RawRepresentable, Hashable, Sendable, Expressib
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
-
-    public init(stringLiteral value: String) {
-        self.rawValue = value
-    }
-
-    public var description: String { rawValue }
 
     /// `CONNECT`: not idempotent.
     public static let connect: HTTPRequestMethod = "CONNECT"

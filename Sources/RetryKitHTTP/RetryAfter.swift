@@ -45,13 +45,8 @@ public enum RetryAfter {
     ///     A non-finite `now` makes every HTTP-date invalid.
     /// - Returns: A delay in `[0, BackoffStrategy.saturationLimit]`, or `nil`.
     public static func delay(_ value: String, now: Date) -> Duration? {
-        let bytes = Array(value.utf8)
-        var start = 0
-        var end = bytes.count
-        while start < end, isWhitespace(bytes[start]) { start += 1 }
-        while end > start, isWhitespace(bytes[end - 1]) { end -= 1 }
-        guard start < end else { return nil }
-        let trimmed = bytes[start..<end]
+        let trimmed = trimmedBytes(value)
+        guard !trimmed.isEmpty else { return nil }
         if trimmed.allSatisfy(isDigit) {
             return .seconds(saturatingSeconds(trimmed))
         }
@@ -72,16 +67,21 @@ public enum RetryAfter {
     ///   - value: The date text; spaces and tabs around it are ignored.
     ///   - now: Resolves RFC 850 two-digit years.
     package static func date(_ value: String, now: Date) -> Date? {
+        guard let seconds = HTTPDateScanner(trimmedBytes(value), now: now)?.secondsSince1970 else { return nil }
+        return Date(timeIntervalSince1970: TimeInterval(seconds))
+    }
+
+    // MARK: - Helpers
+
+    /// The UTF-8 bytes of `value` without the spaces and tabs around them.
+    private static func trimmedBytes(_ value: String) -> ArraySlice<UInt8> {
         let bytes = Array(value.utf8)
         var start = 0
         var end = bytes.count
         while start < end, isWhitespace(bytes[start]) { start += 1 }
         while end > start, isWhitespace(bytes[end - 1]) { end -= 1 }
-        guard let seconds = HTTPDateScanner(bytes[start..<end], now: now)?.secondsSince1970 else { return nil }
-        return Date(timeIntervalSince1970: TimeInterval(seconds))
+        return bytes[start..<end]
     }
-
-    // MARK: - Helpers
 
     /// The largest number of seconds a hint can ask for: `BackoffStrategy.saturationLimit`.
     static var limitSeconds: Int64 {

@@ -26,24 +26,13 @@ extension HTTPRetryPolicy {
         public func delay<G: RandomNumberGenerator>(
             after hint: Duration, cap: Duration, using generator: inout G
         ) -> Duration {
-            let hint = Swift.max(hint, .zero)
-            let limit = Swift.max(hint, cap)
             let room: Duration
             switch self {
-            case .none:
-                return hint
-            case .proportional(let p):
-                let share = p.isNaN ? 0 : Swift.min(Swift.max(p, 0), 1)
-                room = hint * share
-            case .upTo(let extra):
-                room = Swift.max(extra, .zero)
+            case .none: room = .zero
+            case .proportional(let p): room = DelayMath.share(p, of: hint)
+            case .upTo(let extra): room = extra
             }
-            let extra = Swift.min(room, limit - hint)
-            guard extra > .zero else { return hint }
-            // Uniform in [0, extra], to the nanosecond: no Double rounding can step outside the bounds.
-            let nanoseconds = extra / .nanoseconds(1)
-            let step = nanoseconds.isFinite ? UInt64(Swift.min(Swift.max(nanoseconds, 0), 9e18)) : 0
-            return hint + .nanoseconds(Int64(bitPattern: UInt64.random(in: 0...step, using: &generator)))
+            return DelayMath.spread(hint, by: room, cap: cap, using: &generator)
         }
     }
 

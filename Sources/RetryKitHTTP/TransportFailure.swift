@@ -12,9 +12,7 @@ import Foundation
 /// Other clients classify their own errors into these names: AsyncHTTPClient's connect timeout is ``timedOut``, a
 /// refused connection ``cannotConnectToHost``, a connection closed mid-request ``networkConnectionLost``. A failure
 /// without a constant is a string: `"connectionReset"`, or `TransportFailure(rawValue: name)`.
-public struct TransportFailure: RawRepresentable, Hashable, Sendable, ExpressibleByStringLiteral,
-    CustomStringConvertible
-{
+public struct TransportFailure: StringToken {
     /// The failure's name, for example `"timedOut"`.
     public let rawValue: String
 
@@ -22,12 +20,6 @@ public struct TransportFailure: RawRepresentable, Hashable, Sendable, Expressibl
     public init(rawValue: String) {
         self.rawValue = rawValue
     }
-
-    public init(stringLiteral value: String) {
-        self.rawValue = value
-    }
-
-    public var description: String { rawValue }
 
     /// The failure a `URLError` code stands for: the constant of the same name, or `"URLError(<code>)"` for a code
     /// without one.

@@ -4,7 +4,8 @@
 //   the previous one's completion, on the queue), so the time per iteration is the time per retrier including every
 //   queue hop, and one semaphore wait per sample is spread over 1,000 retriers. The baseline is the hand-written
 //   recursive `requestWithRetry`: every attempt is dispatched with `queue.async`, the operation calls back, the handler
-//   recurses or completes.
+//   recurses or completes. Both chains are the `Workloads` module's (`runCallbackChain`), which instr-workloads and
+//   alloc-check measure too.
 // - Async `retry`: 1,000 calls per sample in one task, against calling the operation directly.
 // - Bridges: `withRetry` around a completion-handler operation, against a bare `withCheckedThrowingContinuation`
 //   around the same operation.
@@ -17,6 +18,7 @@ import Benchmark
 import BenchmarkSupport
 import Dispatch
 import RetryKit
+import Workloads
 
 /// The failure every flaky operation reports.
 struct Flaky: Error {}
@@ -40,82 +42,20 @@ let benchmarks: @Sendable () -> Void = {
 
 // MARK: - Callback runner
 
-/// The queue every callback retrier and baseline runs on.
-let callbackQueue = DispatchQueue(label: "bench.callback")
-
-/// A one-attempt operation in the completion-handler style: `(attempt number, callback)`.
-typealias LegacyOperation = @Sendable (Int, @escaping @Sendable (Result<Int, any Error>) -> Void) -> Void
-
-/// Fails attempts 1 and 2, succeeds on attempt 3, calling back before it returns.
-let failTwiceNow: LegacyOperation = { number, callback in
-    if number < 3 { callback(.failure(flaky)) } else { callback(.success(number)) }
-}
-
-/// Succeeds at once, calling back before it returns.
-let succeedNow: LegacyOperation = { number, callback in callback(.success(number)) }
-
-/// Fails attempts 1 and 2, succeeds on attempt 3, calling back later on the queue (an API that calls back on the
-/// caller's queue).
-let failTwiceLater: LegacyOperation = { number, callback in
-    callbackQueue.async {
-        if number < 3 { callback(.failure(flaky)) } else { callback(.success(number)) }
-    }
-}
-
-/// The hand-written baseline: every attempt dispatched with `queue.async`, the handler recurses or completes.
-func requestWithRetry(
-    attempt: Int, maxAttempts: Int, operation: @escaping LegacyOperation,
-    completion: @escaping @Sendable (Result<Int, any Error>) -> Void
-) {
-    callbackQueue.async {
-        operation(attempt) { result in
-            switch result {
-            case .failure where attempt < maxAttempts:
-                requestWithRetry(
-                    attempt: attempt + 1, maxAttempts: maxAttempts, operation: operation, completion: completion)
-            default:
-                completion(result)
-            }
-        }
-    }
-}
-
-/// Runs `count` hand-written retriers one after another, then signals `finished`.
-func handWrittenChain(_ count: Int, _ operation: @escaping LegacyOperation, _ finished: DispatchSemaphore) {
-    requestWithRetry(attempt: 1, maxAttempts: 3, operation: operation) { result in
-        blackHole(result)
-        if count > 1 { handWrittenChain(count - 1, operation, finished) } else { finished.signal() }
-    }
-}
-
-/// Runs `count` RetryKit retriers one after another, then signals `finished`.
-func retryKitChain(_ count: Int, _ operation: @escaping LegacyOperation, _ finished: DispatchSemaphore) {
-    retry(maxAttempts: 3, on: callbackQueue) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
-        operation(attempt.number) { result in done(result) }
-    } completion: { result, _ in
-        blackHole(result)
-        if count > 1 { retryKitChain(count - 1, operation, finished) } else { finished.signal() }
-    }
-}
-
 func callbackBenchmarks() {
-    let cases: [(String, LegacyOperation)] = [
-        ("fails twice, done before returning", failTwiceNow),
-        ("succeeds at once, done before returning", succeedNow),
-        ("fails twice, done later on the queue", failTwiceLater),
+    let cases: [(String, CallbackOperation)] = [
+        ("fails twice, done before returning", .failTwiceNow),
+        ("succeeds at once, done before returning", .succeedNow),
+        ("fails twice, done later on the queue", .failTwiceLater),
     ]
     for (label, operation) in cases {
         let configuration = Benchmark.Configuration(
             maxDuration: benchmarkMaxDuration(.seconds(2)), maxIterations: benchmarkMaxIterations(10_000))
         Benchmark("callback: RetryKit, \(label)", configuration: configuration) { benchmark in
-            let finished = DispatchSemaphore(value: 0)
-            retryKitChain(benchmark.scaledIterations.count, operation, finished)
-            finished.wait()
+            blackHole(runCallbackChain(benchmark.scaledIterations.count, retryKit: true, operation))
         }
         Benchmark("callback: hand-written, \(label)", configuration: configuration) { benchmark in
-            let finished = DispatchSemaphore(value: 0)
-            handWrittenChain(benchmark.scaledIterations.count, operation, finished)
-            finished.wait()
+            blackHole(runCallbackChain(benchmark.scaledIterations.count, retryKit: false, operation))
         }
     }
 }

@@ -115,6 +115,76 @@ func drainQueues() {
     for queue in queues { queue.sync {} }
 }
 
+// MARK: - Waiting items
+
+/// What a waiting item does when it ends: a `Counter` counts it; a ``StampedEnd`` records the time, then counts.
+///
+/// Generic rather than a closure, and the functions below inlined into their call sites, so that the item's own closure
+/// captures just this value, of its concrete type (the memory figures measure that closure too): a `Counter` alone,
+/// as a hand-written call site would.
+protocol EndSignal: Sendable {
+    func signal()
+}
+
+extension Counter: EndSignal {
+    func signal() { increment() }
+}
+
+/// The end of item `index`: stamped in `stamps`, then counted in `finished`.
+struct StampedEnd: EndSignal {
+    let stamps: Stamps
+    let index: Int
+    let finished: Counter
+
+    init(_ stamps: Stamps, _ index: Int, _ finished: Counter) {
+        self.stamps = stamps
+        self.index = index
+        self.finished = finished
+    }
+
+    func signal() {
+        stamps[index] = uptime()
+        finished.increment()
+    }
+}
+
+/// A callback retrier on `queue` whose first attempt fails, so that it waits 60 s; its completion signals `end`.
+@inline(__always)
+func waitingCallbackRetrier(on queue: DispatchQueue, then end: some EndSignal) -> RetryHandle<Int> {
+    retry(maxAttempts: 2, on: queue) { (_, done: AttemptCompletion<Int>) in
+        done(.failure(flaky))
+    } strategy: { _ in
+        .backoff(.constant(.seconds(60)))
+    } completion: { _, _ in
+        end.signal()
+    }
+}
+
+/// A task whose async retrier fails its first attempt and then waits 60 s (`reached` counts it as it starts the
+/// wait); signals `end` when the retrier returns.
+@inline(__always)
+func waitingAsyncRetrier(reached: Counter, then end: some EndSignal) -> Task<Void, Never> {
+    Task.detached {
+        _ = try? await retry(maxAttempts: 2) { () async throws -> Int in
+            throw flaky
+        } strategy: { _ in
+            reached.increment()  // the retrier now sleeps for 60 s
+            return .backoff(.constant(.seconds(60)))
+        }
+        end.signal()
+    }
+}
+
+/// A task in `Task.sleep` for 60 s (`reached` counts it); signals `end` when the sleep ends.
+@inline(__always)
+func sleepingTask(reached: Counter, then end: some EndSignal) -> Task<Void, Never> {
+    Task.detached {
+        reached.increment()
+        try? await Task.sleep(for: .seconds(60))
+        end.signal()
+    }
+}
+
 // MARK: - Memory
 
 /// Bytes per item waiting on a 60 s timer, `count` at once; cancels everything afterwards and waits for it to end.
@@ -136,14 +206,7 @@ func memory(_ kind: String, count: Int) -> String {
     switch kind {
     case "callback":
         for index in 0..<count {
-            handles.append(
-                retry(maxAttempts: 2, on: queues[index % queues.count]) { (_, done: AttemptCompletion<Int>) in
-                    done(.failure(flaky))
-                } strategy: { _ in
-                    .backoff(.constant(.seconds(60)))
-                } completion: { _, _ in
-                    finished.increment()
-                })
+            handles.append(waitingCallbackRetrier(on: queues[index % queues.count], then: finished))
         }
         drainQueues()  // every retrier has run attempt 1 and armed its 60 s timer
     case "timer":
@@ -156,26 +219,12 @@ func memory(_ kind: String, count: Int) -> String {
         }
     case "async":
         for _ in 0..<count {
-            tasks.append(
-                Task.detached {
-                    _ = try? await retry(maxAttempts: 2) { () async throws -> Int in
-                        throw flaky
-                    } strategy: { _ in
-                        reached.increment()  // the retrier now sleeps for 60 s
-                        return .backoff(.constant(.seconds(60)))
-                    }
-                    finished.increment()
-                })
+            tasks.append(waitingAsyncRetrier(reached: reached, then: finished))
         }
         _ = waitUntil { reached.count >= count }
     case "task-sleep":
         for _ in 0..<count {
-            tasks.append(
-                Task.detached {
-                    reached.increment()
-                    try? await Task.sleep(for: .seconds(60))
-                    finished.increment()
-                })
+            tasks.append(sleepingTask(reached: reached, then: finished))
         }
         _ = waitUntil { reached.count >= count }
     default:
@@ -433,41 +482,18 @@ func cancellation(_ kind: String, count: Int) -> String {
     switch kind {
     case "async":
         for index in 0..<count {
-            tasks.append(
-                Task.detached {
-                    _ = try? await retry(maxAttempts: 2) { () async throws -> Int in
-                        throw flaky
-                    } strategy: { _ in
-                        reached.increment()
-                        return .backoff(.constant(.seconds(60)))
-                    }
-                    ended[index] = uptime()
-                    finished.increment()
-                })
+            tasks.append(waitingAsyncRetrier(reached: reached, then: StampedEnd(ended, index, finished)))
         }
         _ = waitUntil { reached.count >= count }
     case "task-sleep":
         for index in 0..<count {
-            tasks.append(
-                Task.detached {
-                    reached.increment()
-                    try? await Task.sleep(for: .seconds(60))
-                    ended[index] = uptime()
-                    finished.increment()
-                })
+            tasks.append(sleepingTask(reached: reached, then: StampedEnd(ended, index, finished)))
         }
         _ = waitUntil { reached.count >= count }
     case "callback":
         for index in 0..<count {
             handles.append(
-                retry(maxAttempts: 2, on: queues[index % queues.count]) { (_, done: AttemptCompletion<Int>) in
-                    done(.failure(flaky))
-                } strategy: { _ in
-                    .backoff(.constant(.seconds(60)))
-                } completion: { _, _ in
-                    ended[index] = uptime()
-                    finished.increment()
-                })
+                waitingCallbackRetrier(on: queues[index % queues.count], then: StampedEnd(ended, index, finished)))
         }
         drainQueues()
     case "timer":

@@ -104,6 +104,41 @@ let succeedNow: LegacyOperation = { number, callback in
     callback(.success(number))
 }
 
+/// Fails attempts 1 and 2, succeeds on attempt 3, calling back later on the queue (an API that calls back on the
+/// caller's queue).
+let failTwiceLater: LegacyOperation = { number, callback in
+    callbackTally.calls &+= 1
+    callbackQueue.async {
+        if number < 3 { callback(.failure(flaky)) } else { callback(.success(number)) }
+    }
+}
+
+/// The completion-handler operation of a callback chain (``runCallbackChain(_:retryKit:_:)``).
+public enum CallbackOperation: Sendable {
+    /// Fails attempts 1 and 2, succeeds on attempt 3, calling back before it returns.
+    case failTwiceNow
+    /// Succeeds at once, calling back before it returns.
+    case succeedNow
+    /// Fails attempts 1 and 2, succeeds on attempt 3, calling back later on the chain's queue.
+    case failTwiceLater
+
+    var body: LegacyOperation {
+        switch self {
+        case .failTwiceNow: Workloads.failTwiceNow
+        case .succeedNow: Workloads.succeedNow
+        case .failTwiceLater: Workloads.failTwiceLater
+        }
+    }
+}
+
+/// `iterations` retriers around `operation`, each started from the previous one's completion on one serial queue:
+/// RetryKit's callback runner (3 attempts, zero delay) or the hand-written recursion. Returns when the last has
+/// finished. The callback workloads run it, and so do the callback rows of the `Runners` benchmarks.
+public func runCallbackChain(_ iterations: Int, retryKit: Bool, _ operation: CallbackOperation) -> WorkloadResult {
+    guard iterations > 0 else { return WorkloadResult() }
+    return runCallback(iterations, retryKit: retryKit, operation.body)
+}
+
 /// What both chains do with a retrier's result.
 @inline(never)
 func consume(_ result: Result<Int, any Error>) {

@@ -174,35 +174,11 @@ public func retry<R: Sendable>(
 // would silently switch it to that overload and fail far from the cause ("contextual closure type expects 1 argument",
 // a `Sendable` error inside the closure); with them, the call keeps its closure and is rejected with a message that
 // says what to write. They are never chosen for a call that compiles otherwise: the compiler only picks an unavailable
-// declaration when no available one fits.
+// declaration when no available one fits. Every option has a default, so one overload per clock shape catches any
+// combination of `totalTimeout:`, `attemptTimeout:` and `observer:`; two, because a generic clock parameter cannot
+// default to `ContinuousClock()` while `tolerance` and `strategy` name its type.
 
-/// Unavailable: `totalTimeout:` and `attemptTimeout:` need an operation that receives its attempt.
-///
-/// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
-/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``;
-/// its `strategy` receives `any Error`.
-@available(
-    *, unavailable,
-    message:
-        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error'; the clock must use Swift.Duration)"
-)
-public func retry<R, E, C>(
-    maxAttempts: Int = 3,
-    totalTimeout: Duration? = nil,
-    attemptTimeout: Duration? = nil,
-    budget: RetryBudget? = nil,
-    tolerance: C.Duration? = nil,
-    clock: C,
-    isolation: isolated (any Actor)? = #isolation,
-    operation: () async throws(E) -> sending R,
-    strategy: (E) -> RetryStrategy<C> = { _ in .backoff(.none) }
-) async throws -> sending R where C: Clock, E: Error {
-    try await retry(
-        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: clock, isolation: isolation,
-        operation: operation, strategy: strategy)
-}
-
-/// Unavailable: `observer:` (and the time limits) need an operation that receives its attempt.
+/// Unavailable: `totalTimeout:`, `attemptTimeout:` and `observer:` need an operation that receives its attempt.
 ///
 /// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
 /// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``;
@@ -222,14 +198,14 @@ public func retry<R: Sendable, E, C>(
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws(E) -> sending R,
     strategy: (E) -> RetryStrategy<C> = { _ in .backoff(.none) },
-    observer: (RetryEvent<R>) -> Void
+    observer: (RetryEvent<R>) -> Void = { _ in }
 ) async throws -> sending R where C: Clock, E: Error {
     try await retry(
         maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: clock, isolation: isolation,
         operation: operation, strategy: strategy)
 }
 
-/// Unavailable: `totalTimeout:` and `attemptTimeout:` need an operation that receives its attempt.
+/// Unavailable: `totalTimeout:`, `attemptTimeout:` and `observer:` need an operation that receives its attempt.
 ///
 /// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
 /// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:observer:)``; its
@@ -237,32 +213,7 @@ public func retry<R: Sendable, E, C>(
 @available(
     *, unavailable,
     message:
-        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error'; the clock must use Swift.Duration)"
-)
-public func retry<R, E>(
-    maxAttempts: Int = 3,
-    totalTimeout: Duration? = nil,
-    attemptTimeout: Duration? = nil,
-    budget: RetryBudget? = nil,
-    tolerance: ContinuousClock.Duration? = nil,
-    isolation: isolated (any Actor)? = #isolation,
-    operation: () async throws(E) -> sending R,
-    strategy: (E) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) }
-) async throws -> sending R where E: Error {
-    try await retry(
-        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
-        operation: operation, strategy: strategy)
-}
-
-/// Unavailable: `observer:` (and the time limits) need an operation that receives its attempt.
-///
-/// Write the operation as `{ attempt in … }` (a `@Sendable` closure) to use
-/// ``retry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:observer:)``; its
-/// `strategy` receives `any Error`.
-@available(
-    *, unavailable,
-    message:
-        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error'; the clock must use Swift.Duration)"
+        "totalTimeout:, attemptTimeout: and observer: need an operation that receives its attempt: write '{ attempt in ... }' (a @Sendable closure; strategy then receives 'any Error')"
 )
 public func retry<R: Sendable, E>(
     maxAttempts: Int = 3,
@@ -273,9 +224,9 @@ public func retry<R: Sendable, E>(
     isolation: isolated (any Actor)? = #isolation,
     operation: () async throws(E) -> sending R,
     strategy: (E) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
-    observer: (RetryEvent<R>) -> Void
+    observer: (RetryEvent<R>) -> Void = { _ in }
 ) async throws -> sending R where E: Error {
     try await retry(
-        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, clock: ContinuousClock(), isolation: isolation,
-        operation: operation, strategy: strategy)
+        maxAttempts: maxAttempts, budget: budget, tolerance: tolerance, isolation: isolation, operation: operation,
+        strategy: strategy)
 }

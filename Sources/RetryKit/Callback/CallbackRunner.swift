@@ -70,6 +70,10 @@ struct CallbackClient: Sendable {
     /// nothing of the user's is kept once the retrier has finished, even while the operation keeps a completion.
     let observe: (@Sendable (CallbackEvent) -> Void)?
 
+    /// What a finished runner keeps in place of the user's closures: closures that capture nothing.
+    static let released = CallbackClient(
+        run: { _, _ in }, strategy: { _ in .stop }, finish: { _, _, _ in }, observe: nil)
+
     @usableFromInline
     init(
         run: @escaping @Sendable (RetryAttempt, any AttemptSink) -> Void,
@@ -103,27 +107,25 @@ enum CallbackEvent: Sendable {
     }
 }
 
-/// The runner's mutable state: the machine, and what carrying out its actions holds on to.
+/// The runner's mutable state: the machine, and what carrying out its actions holds on to. (The small fields come last,
+/// where they share the padding of the last optional: every waiting retrier keeps one of these.)
 @usableFromInline
 package struct CallbackRunnerState {
     /// The engine: counts attempts, chooses delays, decides when to stop. The attempt it is running is the current
     /// one; a record whose number is not that one belongs to an attempt that has ended.
     var machine: RetryStateMachine
-    /// The user's closures; `nil` once the retrier has finished, so nothing they capture is retained.
-    var client: CallbackClient?
+    /// The user's closures; ``CallbackClient/released`` once the retrier has finished, so nothing they capture is
+    /// retained. Not an optional: an optional of this struct is copied and destroyed through the runtime's generic
+    /// value witnesses.
+    var client: CallbackClient
     /// The current attempt's cancel hook, until it runs or can no longer run.
     var hook: (@Sendable () -> Void)?
     /// The one pending timer: the wait before a retry, or the current attempt's timeout. Held here (the timer's handler
     /// does not capture it) so that it stays alive until it fires or is cancelled; a timer that fires while it is not
     /// this one does nothing.
     var timer: PendingTimer?
-    /// Whether the machine finished and `deliver` has not yet taken how (``RetryStateMachine/termination``) and
-    /// `value`.
-    var undelivered = false
     /// The successful attempt's value, from the machine's `finish` until `deliver` takes it.
     var value: ErasedValue?
-    /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
-    var outcome: ErasedOutcome?
     /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
     var waiters: [CheckedContinuation<ErasedValue, any Error>] = []
     /// Duplicate completions (only kept when there is an observer) not reported yet, by sequence number. The next
@@ -132,6 +134,13 @@ package struct CallbackRunnerState {
     var duplicates: [(sequence: UInt64, attempt: RetryAttempt)] = []
     /// The sequence number of the last duplicate completion.
     var duplicateSequence: UInt64 = 0
+    /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
+    var outcome: ErasedOutcome?
+    /// Whether the retrier has not finished yet (`client` is the user's).
+    var live = true
+    /// Whether the machine finished and `deliver` has not yet taken how (``RetryStateMachine/termination``) and
+    /// `value`.
+    var undelivered = false
 
     /// Whether `record`'s attempt is the one the machine is running.
     func isCurrent(_ record: CallbackAttempt) -> Bool {
@@ -139,31 +148,31 @@ package struct CallbackRunnerState {
     }
 }
 
-/// What to do after an input, outside the lock. A flat struct rather than an enum with payloads: creating, moving and
-/// destroying one then costs no more than its few references, without the runtime's generic enum witnesses.
-struct CallbackStep {
-    enum Kind {
-        /// Nothing: the input was stale, or the work is done.
-        case idle
-        /// Emit `attemptStarted`, arm `timer` for `duration` (the attempt's timeout) if set, and run `attempt`.
-        case run
-        /// Ask the strategy about `error` (with `context`) and report the decision.
-        case consult
-        /// Emit `attemptFailed(attempt, error, next: .retry(after: duration))`, then wait: arm `timer`, or go on at
-        /// once for a zero delay.
-        case wait
-        /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
-        case finish
+/// What to do after an input, outside the lock. An enum whose payloads are small (an idle step is just its tag), so
+/// that creating, moving and destroying one costs little more than its references.
+enum CallbackStep {
+    /// Nothing: the input was stale, or the work is done.
+    case idle
+    /// Emit `attemptStarted`, arm `timer` for `timeout` (the attempt's timeout) if set, and run the attempt. The timer
+    /// is kept in the state already, so that cancelling meanwhile finds it.
+    case run(RetryAttempt, timeout: Duration?, timer: PendingTimer?)
+    /// Ask the strategy about `error` (with the context) and report the decision.
+    case consult(RetryDecisionContext, error: any Error)
+    /// Emit `attemptFailed(failed, error, next: .retry(after: delay))`, then wait: arm `timer`, or go on at once for a
+    /// zero delay (no timer).
+    case wait(failed: RetryAttempt, delay: Duration, error: any Error, timer: PendingTimer?)
+    /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
+    case finish
+
+    var isIdle: Bool {
+        if case .idle = self { return true }
+        return false
     }
 
-    var kind = Kind.idle
-    var attempt = RetryAttempt(number: 0, maxAttempts: 0, elapsed: .zero)
-    /// `run`: the attempt's timeout, if any; `wait`: the delay.
-    var duration: Duration?
-    /// The timer to arm: kept in the state already, so that cancelling meanwhile finds it.
-    var timer: PendingTimer?
-    var context = RetryDecisionContext(retryIndex: 0, previousDelay: nil)
-    var error: (any Error)?
+    var isFinish: Bool {
+        if case .finish = self { return true }
+        return false
+    }
 }
 
 /// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
@@ -187,8 +196,12 @@ final class PendingTimer: @unchecked Sendable {
     /// The scheduler's handle on the timer.
     enum Token {
         case none
-        case dispatch(DispatchTimerScheduler.Timer)
-        case custom(any RetryCancellable)
+        /// A `DispatchSourceTimer`, as the class Dispatch implements it with: one word, where the protocol's
+        /// existential takes five (and would put every timer, so every waiting retrier, in a larger size class).
+        case dispatch(DispatchSource)
+        /// Another scheduler's token, boxed: inline, its existential would make every timer (and every waiting
+        /// retrier) 24 bytes larger, which crosses an allocation size class.
+        case custom(CustomTimerToken)
     }
 
     let runner: CallbackRunner
@@ -211,8 +224,17 @@ final class PendingTimer: @unchecked Sendable {
         switch token {
         case .none: break
         case .dispatch(let timer): timer.cancel()
-        case .custom(let token): token.cancel()
+        case .custom(let token): token.token.cancel()
         }
+    }
+}
+
+/// The token of a timer from a scheduler other than the production one.
+final class CustomTimerToken: Sendable {
+    let token: any RetryCancellable
+
+    init(_ token: any RetryCancellable) {
+        self.token = token
     }
 }
 
@@ -237,44 +259,120 @@ final class CustomScheduler: Sendable {
     }
 }
 
-/// The engine behind ``RetryHandle``.
-///
-/// Its mutable state (everything that changes) is behind RetryKit's one lock, a ``Locked`` (state and lock in one
-/// allocation); user code never runs while it is held. Everything else is immutable.
-@usableFromInline
-package final class CallbackRunner: Sendable {
-    /// Everything that changes.
-    private let state: Locked<CallbackRunnerState>
+/// What a runner keeps besides its lock: the immutable part, read without the lock, and the state, read and changed
+/// only under it.
+struct CallbackRunnerStorage {
     /// The queue the operation, strategy, observer and completion run on.
     let queue: DispatchQueue
     /// Where time and work come from, and when the retrier was created: elapsed time is measured from there.
     let clock: RunnerClock
     /// Whether an observer is attached; events are not built otherwise.
     let observes: Bool
+    /// Everything that changes.
+    var state: CallbackRunnerState
+}
 
-    private init(
-        configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, client: CallbackClient
-    ) {
-        self.queue = queue
-        if type(of: scheduler) == DispatchTimerScheduler.self {
-            self.clock = .dispatch(origin: ContinuousTime.nanoseconds())
-        } else {
-            self.clock = .custom(CustomScheduler(scheduler))
+/// A runner's one allocation: the lock is the buffer's header, the ``CallbackRunnerStorage`` its one element (in the
+/// manner of ``Locked``, without a generic class in between, so that the storage is created and destroyed by
+/// specialized code).
+final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunnerStorage> {
+    /// A buffer holding a new runner's storage, its lock initialized.
+    static func make(
+        configuration: consuming RetryConfiguration, queue: DispatchQueue, clock: consuming RunnerClock,
+        client: consuming CallbackClient
+    ) -> CallbackRunnerBuffer {
+        let buffer = create(minimumCapacity: 1) { _ in LockPrimitive.Raw() }
+        // `create` returns an instance of the class it is called on.
+        let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
+        let observes = client.observe != nil
+        let storage = CallbackRunnerStorage(
+            queue: queue, clock: clock, observes: observes,
+            state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+        runner.withUnsafeMutablePointers { lock, element in
+            LockPrimitive.initialize(lock)
+            element.initialize(to: storage)
         }
-        self.observes = client.observe != nil
-        self.state = Locked(CallbackRunnerState(machine: RetryStateMachine(configuration), client: client))
+        return runner
+    }
+
+    deinit {
+        withUnsafeMutablePointers { lock, storage in
+            _ = storage.deinitialize(count: 1)
+            LockPrimitive.destroy(lock)
+        }
+    }
+}
+
+/// A weak reference to a runner's storage (see ``CallbackRunner/probe``).
+package struct CallbackRunnerProbe: @unchecked Sendable {
+    // @unchecked Sendable: a weak reference, only ever read (to learn whether the storage is gone).
+    private weak var buffer: CallbackRunnerBuffer?
+
+    init(_ buffer: CallbackRunnerBuffer) {
+        self.buffer = buffer
+    }
+
+    /// The runner's storage while it is alive; `nil` once it has been released.
+    package var object: AnyObject? { buffer }
+}
+
+/// The engine behind ``RetryHandle``: a reference to its buffer (state and lock in one allocation). User code never
+/// runs while the lock is held.
+@usableFromInline
+package struct CallbackRunner: @unchecked Sendable {
+    // @unchecked Sendable: `ManagedBuffer` is not Sendable. The storage's `state` is only accessed while the lock (the
+    // header, initialized before the buffer is shared and never moved) is held; its other fields are immutable.
+    let buffer: CallbackRunnerBuffer
+
+    /// A runner for `configuration`, its state ready for `begin`.
+    private init(
+        configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
+        client: consuming CallbackClient
+    ) {
+        let clock: RunnerClock
+        if type(of: scheduler) == DispatchTimerScheduler.self {
+            clock = .dispatch(origin: ContinuousTime.nanoseconds())
+        } else {
+            clock = .custom(CustomScheduler(scheduler))
+        }
+        buffer = CallbackRunnerBuffer.make(configuration: configuration, queue: queue, clock: clock, client: client)
+    }
+
+    /// A weak reference to the runner's storage, for tests that check that a finished retrier is released.
+    package var probe: CallbackRunnerProbe {
+        CallbackRunnerProbe(buffer)
+    }
+
+    /// The queue the operation, strategy, observer and completion run on.
+    var queue: DispatchQueue {
+        buffer.withUnsafeMutablePointerToElements { $0.pointee.queue }
+    }
+
+    /// Where time and work come from.
+    var clock: RunnerClock {
+        buffer.withUnsafeMutablePointerToElements { $0.pointee.clock }
+    }
+
+    /// Whether an observer is attached.
+    var observes: Bool {
+        buffer.withUnsafeMutablePointerToElements { $0.pointee.observes }
     }
 
     /// Runs `body` with exclusive access to the runner's state, under its lock.
     @inline(__always)
     func withLock<T>(_ body: (inout CallbackRunnerState) throws -> T) rethrows -> T {
-        try state.withLock(body)
+        try buffer.withUnsafeMutablePointers { lock, storage in
+            LockPrimitive.lock(lock)
+            defer { LockPrimitive.unlock(lock) }
+            return try body(&storage.pointee.state)
+        }
     }
 
     /// Creates a retrier and starts it: its first step runs on the queue.
     @usableFromInline
     static func start(
-        configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler, client: CallbackClient
+        configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
+        client: consuming CallbackClient
     ) -> CallbackRunner {
         let runner = CallbackRunner(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
         runner.hop { runner.begin() }
@@ -325,14 +423,15 @@ package final class CallbackRunner: Sendable {
     /// Handles an input on the queue: its transition, then every step that follows from it.
     @inline(__always)
     private func handle(_ body: (inout CallbackRunnerState, inout CallbackEffects) -> CallbackStep) {
-        var client: CallbackClient?
         var effects = CallbackEffects()
-        let step = withLock { s in
-            client = s.client
-            return body(&s, &effects)
+        // The client is copied before the transition: releasing the state's copy (when the retrier finishes) then
+        // releases none of the user's closures under the lock.
+        let (step, client) = withLock { s in
+            let client = s.client
+            return (body(&s, &effects), client)
         }
         effects.hook?()
-        if let client { carryOut(step, client) }
+        if !step.isIdle { carryOut(step, client) }
         // A timer that stopped mattering is cancelled once the step has been carried out: it is usually the timer that
         // just fired (cancelling a fired one-shot source only lets Dispatch release it), and the next attempt should
         // not wait for that. It no longer is the state's timer, so it is harmless meanwhile.
@@ -417,10 +516,10 @@ package final class CallbackRunner: Sendable {
             if let early = record.early.take() {
                 return resultTransition(record.number, early, at: now, &s, &effects)
             }
-            guard alone, record.state == .pending else { return CallbackStep() }
+            guard alone, record.state == .pending else { return .idle }
             reusable = true
             record.state = .ignored
-            guard s.isCurrent(record) else { return CallbackStep() }
+            guard s.isCurrent(record) else { return .idle }
             effects.dropped = s.hook.take()
             return resultTransition(
                 record.number, .failure(Self.releasedError(record.number, at: now)), at: now, &s, &effects)
@@ -436,11 +535,11 @@ package final class CallbackRunner: Sendable {
     func timerFired(_ timer: PendingTimer) {
         let now = elapsed
         handle { s, effects in
-            guard s.timer === timer else { return CallbackStep() }
+            guard s.timer === timer else { return .idle }
             effects.stopped = s.timer.take()
             guard timer.attempt != 0 else { return apply(s.machine.waitElapsed(at: now), to: &s, &effects) }
             let action = s.machine.attemptTimedOut(timer.attempt, at: now)
-            if case .none = action { return CallbackStep() }
+            if case .none = action { return .idle }
             effects.hook = s.hook.take()
             return apply(action, to: &s, &effects)
         }
@@ -449,13 +548,14 @@ package final class CallbackRunner: Sendable {
     /// ``RetryHandle/cancel()``: decided on the calling thread; the completion is delivered on the queue.
     func cancel() {
         let now = elapsed
-        var client: CallbackClient?
+        var client = CallbackClient.released
         let step = transition { s, effects in
-            client = s.client
+            client = s.client  // copied before the transition: see `handle`
             return apply(s.machine.cancel(at: now), to: &s, &effects)
         }
-        guard step.kind == .finish, let client else { return }
-        hop { self.deliver(client) }
+        guard step.isFinish else { return }
+        let user = client
+        hop { self.deliver(user) }
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
@@ -484,7 +584,7 @@ package final class CallbackRunner: Sendable {
         case .failure(let error):
             action = s.machine.attemptFailed(number, error: error, at: now)
         }
-        if case .none = action { return CallbackStep() }  // late: the attempt was cancelled or timed out
+        if case .none = action { return .idle }  // late: the attempt was cancelled or timed out
         effects.stopped = s.timer.take()
         return apply(action, value: value, to: &s, &effects)
     }
@@ -495,34 +595,35 @@ package final class CallbackRunner: Sendable {
         _ action: consuming RetryStateMachine.Action, value: ErasedValue? = nil, to s: inout CallbackRunnerState,
         _ effects: inout CallbackEffects
     ) -> CallbackStep {
-        guard s.client != nil else { return CallbackStep() }
+        guard s.live else { return .idle }
         switch consume action {
         case .none:
-            return CallbackStep()
+            return .idle
         case .run(let attempt, let timeout):
             var timer: PendingTimer?
             if timeout != nil {
                 timer = PendingTimer(runner: self, attempt: attempt.number)
                 s.timer = timer
             }
-            return CallbackStep(kind: .run, attempt: attempt, duration: timeout, timer: timer)
+            return .run(attempt, timeout: timeout, timer: timer)
         case .consultStrategy(let context, let error):
-            return CallbackStep(kind: .consult, context: context, error: error)
+            return .consult(context, error: error)
         case .retry(let delay, let failed, let error):
             var timer: PendingTimer?
             if delay > .zero {
                 timer = PendingTimer(runner: self, attempt: 0)
                 s.timer = timer
             }
-            return CallbackStep(kind: .wait, attempt: failed, duration: delay, timer: timer, error: error)
+            return .wait(failed: failed, delay: delay, error: error, timer: timer)
         case .finish:
             // The attempt in flight, if any, is abandoned.
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
-            s.client = nil
+            s.client = .released
+            s.live = false
             s.undelivered = true
             s.value = value
-            return CallbackStep(kind: .finish)
+            return .finish
         }
     }
 
@@ -533,28 +634,27 @@ package final class CallbackRunner: Sendable {
         var decidedAt: Duration?  // the time of the last decision: a zero-delay wait ends at that same instant
         var spare: CallbackAttempt?  // a record nobody holds any more, for the next attempt
         while true {
-            switch step.kind {
+            switch consume step {
             case .idle:
                 return
-            case .run:
-                let attempt = step.attempt
+            case .run(let attempt, let timeout, let timer):
                 if let observe = client.observe {
                     for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
                     observe(.started(attempt))
                 }
-                if let timer = step.timer, let timeout = step.duration { arm(timer, after: timeout) }
+                if let timer, let timeout { arm(timer, after: timeout) }
                 var record = spare.take() ?? CallbackAttempt(runner: self)
                 record.begin(attempt)
                 // The observer (or the scheduler) may have ended the attempt meanwhile: then its operation does not
                 // run. Without either, nothing ran since the transition, and a concurrent cancel is a race anyway.
-                if !(observes || step.timer != nil) || isCurrent(record) {
+                if !(observes || timer != nil) || isCurrent(record) {
                     client.run(attempt, record)
                 }
                 var reusable = false
                 step = operationReturned(&record, reusable: &reusable)
                 if reusable { spare = record }
-            case .consult:
-                let decision = step.context.resolve(client.strategy(step.error ?? RetryError(.missingResult)))
+            case .consult(let context, let error):
+                let decision = context.resolve(client.strategy(error))
                 let now = elapsed
                 decidedAt = now
                 let observes = observes
@@ -566,12 +666,11 @@ package final class CallbackRunner: Sendable {
                     }
                     return apply(action, to: &s, &effects)
                 }
-            case .wait:
-                let delay = step.duration ?? .zero
-                if let observe = client.observe, let error = step.error {
-                    observe(.failed(step.attempt, error: error, next: .retry(after: delay)))
+            case .wait(let failed, let delay, let error, let timer):
+                if let observe = client.observe {
+                    observe(.failed(failed, error: error, next: .retry(after: delay)))
                 }
-                if let timer = step.timer {
+                if let timer {
                     arm(timer, after: delay)
                     return
                 }
@@ -590,9 +689,14 @@ package final class CallbackRunner: Sendable {
         let token: PendingTimer.Token
         switch clock {
         case .dispatch:
-            token = .dispatch(DispatchTimerScheduler().schedule(after: delay, on: queue) { timer.fired() })
+            let scheduled = DispatchTimerScheduler().schedule(after: delay, on: queue) { timer.fired() }
+            if let source = scheduled.source as? DispatchSource {
+                token = .dispatch(source)
+            } else {
+                token = .custom(CustomTimerToken(scheduled))  // not reached: Dispatch's sources are `DispatchSource`s
+            }
         case .custom(let custom):
-            token = .custom(custom.scheduler.schedule(after: delay, on: queue) { timer.fired() })
+            token = .custom(CustomTimerToken(custom.scheduler.schedule(after: delay, on: queue) { timer.fired() }))
         }
         let kept: Bool = withLock { s in
             guard s.timer === timer else { return false }
@@ -603,7 +707,7 @@ package final class CallbackRunner: Sendable {
             switch token {
             case .none: break
             case .dispatch(let timer): timer.cancel()
-            case .custom(let token): token.cancel()
+            case .custom(let token): token.token.cancel()
             }
         }
     }
@@ -636,7 +740,7 @@ package final class CallbackRunner: Sendable {
     /// retrier has finished (the observer is no longer kept then).
     func duplicateCompleted(_ attempt: RetryAttempt) {
         let sequence: UInt64? = withLock { s in
-            guard s.client != nil else { return nil }
+            guard s.live else { return nil }
             s.duplicateSequence &+= 1
             s.duplicates.append((s.duplicateSequence, attempt))
             return s.duplicateSequence
@@ -647,7 +751,7 @@ package final class CallbackRunner: Sendable {
             let (due, observe): ([RetryAttempt], (@Sendable (CallbackEvent) -> Void)?) = self.withLock { s in
                 let due = s.duplicates.prefix { $0.sequence <= sequence }
                 s.duplicates.removeFirst(due.count)
-                return (due.map(\.attempt), s.client?.observe)
+                return (due.map(\.attempt), s.client.observe)
             }
             guard let observe else { return }
             for duplicate in due { observe(.duplicate(duplicate)) }

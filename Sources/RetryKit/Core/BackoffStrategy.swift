@@ -420,7 +420,7 @@ extension BackoffStrategy where C.Duration == Duration {
     public func proportionalJitter<T: RandomNumberGenerator>(
         _ p: Double = 0.2, using generator: T = SystemRandomNumberGenerator()
     ) -> Self {
-        let spread = p > 0 ? Swift.min(p, 1) : 0
+        let spread = DelayMath.unitFraction(p)
         return Self(.proportionalJitter(parts.curve, spread, cap: capSeconds, RandomSource(generator)), cap: parts.cap)
     }
 

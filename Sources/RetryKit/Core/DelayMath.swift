@@ -2,7 +2,7 @@
 ///
 /// Every value leaving this file lies in `[0, limit]`: NaN becomes 0, negative values become 0, and positive
 /// infinity or anything above the limit becomes the limit. Nothing here can trap.
-enum DelayMath {
+package enum DelayMath {
     /// The largest delay the core ever produces, in seconds (10⁹ s, about 31.7 years).
     ///
     /// Chosen so that any delay added to a `DispatchTime` (nanoseconds in a `UInt64`) or to a clock instant stays far
@@ -59,5 +59,59 @@ enum DelayMath {
     /// still reject them).
     static func bounded(_ d: Duration) -> Duration {
         d < limit ? d : limit
+    }
+}
+
+// MARK: - Spreading a server's hint
+
+extension DelayMath {
+    /// The largest random extra ``spread(_:by:cap:using:)`` draws, in nanoseconds (9·10¹⁸ ns, about 285 years): below
+    /// `Int64.max`, so that the draw converts to a `Duration` without trapping.
+    static let maxSpreadNanoseconds: UInt64 = 9_000_000_000_000_000_000
+
+    /// `p` clamped to `[0, 1]`; NaN counts as 0.
+    package static func unitFraction(_ p: Double) -> Double {
+        p > 0 ? Swift.min(p, 1) : 0  // NaN fails `p > 0`
+    }
+
+    /// The largest random extra as a `Duration`.
+    static let maxSpread = Duration.nanoseconds(Int64(maxSpreadNanoseconds))
+
+    /// The share `p` (clamped to `[0, 1]`, NaN counts as 0) of `d` (negative counts as zero): the room of a
+    /// proportional spread.
+    ///
+    /// Saturates at ``maxSpread``, a room that ``spread(_:by:cap:using:)`` treats as any larger one; so the product
+    /// (computed through `Double`, which can round up) never comes near the bounds of `Duration`.
+    package static func share(_ p: Double, of d: Duration) -> Duration {
+        let fraction = unitFraction(p)
+        guard d > .zero, fraction > 0 else { return .zero }
+        guard d / .nanoseconds(1) * fraction < Double(maxSpreadNanoseconds) else { return maxSpread }
+        return d * fraction
+    }
+
+    /// `hint` spread later by a random extra drawn from `generator`: `hint + U[0, e]` to the nanosecond, where
+    /// `e = min(room, max(hint, cap) − hint)`, so the wait lies in `[hint, max(hint, cap)]`.
+    ///
+    /// A negative `hint` or `room` counts as zero; a hint beyond `cap` is kept as it is, never shortened. Without room
+    /// (`e = 0`) the generator is not called. The extra is a whole number of nanoseconds, drawn as an integer so that no
+    /// `Double` rounding can step outside the bounds, and at most ``maxSpreadNanoseconds``: a larger room saturates
+    /// there instead of trapping. RetryKitHTTP's `Retry-After` spread.
+    ///
+    /// - Parameters:
+    ///   - hint: The wait asked for.
+    ///   - room: The most the wait may be lengthened.
+    ///   - cap: The longest wait the spread may reach.
+    ///   - generator: The source of randomness; called only if there is room.
+    package static func spread<G: RandomNumberGenerator>(
+        _ hint: Duration, by room: Duration, cap: Duration, using generator: inout G
+    ) -> Duration {
+        let hint = Swift.max(hint, .zero)
+        let extra = Swift.min(room, Swift.max(hint, cap) - hint)  // `max(hint, cap) − hint ≥ 0`: cannot overflow
+        guard extra > .zero else { return hint }
+        // Whole nanoseconds, rounded down in integers (a `Double` would round some values up, past the cap); the
+        // bound first, since `components` traps beyond `Int64` seconds.
+        let parts = Swift.min(extra, maxSpread).components
+        let step = UInt64(parts.seconds) * 1_000_000_000 + UInt64(parts.attoseconds / 1_000_000_000)
+        return hint + .nanoseconds(Int64(UInt64.random(in: 0...step, using: &generator)))
     }
 }

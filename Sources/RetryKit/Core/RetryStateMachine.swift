@@ -191,13 +191,51 @@ package struct RetryStateMachine: Sendable {
             case succeeded
         }
 
-        /// The summary's reason; for an invalid configuration, with the problem (the error's message).
-        let reason: RetryError.Reason
+        /// ``RetryError/Reason-swift.enum`` in one word: the cases with a payload (strings) are boxed, and only the
+        /// rare ends that have one (a strategy's stop, an invalid configuration) allocate that box. Unboxed, a
+        /// reason would make every machine (and every waiting retrier) some 30 bytes larger.
+        enum Reason: Sendable {
+            case succeeded, exhausted, deadlineExceeded, cancelled, budgetExhausted
+            indirect case stopped(RetryStopReason)
+            /// An invalid configuration, with the problem (the error's message).
+            indirect case invalid(String)
+            /// Any other reason (none is produced by the machine today).
+            indirect case other(RetryError.Reason)
+
+            init(_ reason: RetryError.Reason) {
+                switch reason {
+                case .succeeded: self = .succeeded
+                case .exhausted: self = .exhausted
+                case .deadlineExceeded: self = .deadlineExceeded
+                case .cancelled: self = .cancelled
+                case .budgetExhausted: self = .budgetExhausted
+                case .stopped(let stop): self = .stopped(stop)
+                case .invalidConfiguration(let problem): self = .invalid(problem)
+                default: self = .other(reason)
+                }
+            }
+
+            /// The summary's reason (without an invalid configuration's message, which is in the error).
+            var summaryReason: RetryError.Reason {
+                switch self {
+                case .succeeded: return .succeeded
+                case .exhausted: return .exhausted
+                case .deadlineExceeded: return .deadlineExceeded
+                case .cancelled: return .cancelled
+                case .budgetExhausted: return .budgetExhausted
+                case .stopped(let stop): return .stopped(stop)
+                case .invalid: return .invalidConfiguration
+                case .other(let reason): return reason
+                }
+            }
+        }
+
+        let reason: Reason
+        let last: Last
         /// When the retrier finished.
         let at: Duration
         /// When the last attempt started (meaningful unless `last` is `.none`).
         let attemptStart: Duration
-        let last: Last
     }
     private let configuration: RetryConfiguration
     private var state: State = .idle
@@ -209,13 +247,11 @@ package struct RetryStateMachine: Sendable {
 
     /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
-    package init(_ configuration: RetryConfiguration) {
-        // Without a timeout there is nothing to bound: stored as it is, without a second copy.
-        if configuration.totalTimeout == nil && configuration.attemptTimeout == nil {
-            self.configuration = configuration
-        } else {
-            self.configuration = configuration.bounded
-        }
+    package init(_ configuration: consuming RetryConfiguration) {
+        // Bounded in place: `configuration.bounded` would copy the configuration (its budget and closure) once more.
+        if let total = configuration.totalTimeout { configuration.totalTimeout = DelayMath.bounded(total) }
+        if let attempt = configuration.attemptTimeout { configuration.attemptTimeout = DelayMath.bounded(attempt) }
+        self.configuration = configuration
     }
 
     /// Whether the retrier has finished.
@@ -239,10 +275,9 @@ package struct RetryStateMachine: Sendable {
         case .timedOut: failed = (attempt, Self.timeoutError(attempt.number, at: now))
         case .succeeded: succeeded = attempt
         }
-        var reason = ending.reason
-        if case .invalidConfiguration = reason { reason = .invalidConfiguration }  // the message is in the error
         return RetryTermination(
-            summary: RetrySummary(reason: reason, attempts: attemptsRun, elapsed: now), error: error(of: ending),
+            summary: RetrySummary(reason: ending.reason.summaryReason, attempts: attemptsRun, elapsed: now),
+            error: error(of: ending),
             failedAttempt: failed, succeededAttempt: succeeded)
     }
 
@@ -261,8 +296,8 @@ package struct RetryStateMachine: Sendable {
         case .deadlineExceeded: return deadlineError(at: ending.at)
         case .budgetExhausted:
             return RetryError(.budgetExhausted, lastError: lastError, attempts: attemptsRun, elapsed: ending.at)
-        case .invalidConfiguration(let problem): return RetryError(.invalidConfiguration(problem))
-        default: return lastError  // exhausted, stopped: the last attempt's own error
+        case .invalid(let problem): return RetryError(.invalidConfiguration(problem))
+        case .exhausted, .stopped, .other: return lastError  // the last attempt's own error
         }
     }
 
@@ -402,7 +437,8 @@ package struct RetryStateMachine: Sendable {
     private mutating func finish(
         _ reason: RetryError.Reason, at now: Duration, last: Ending.Last = .none, of attempt: RetryAttempt? = nil
     ) -> Action {
-        state = .finished(Ending(reason: reason, at: now, attemptStart: attempt?.elapsed ?? .zero, last: last))
+        state = .finished(
+            Ending(reason: Ending.Reason(reason), last: last, at: now, attemptStart: attempt?.elapsed ?? .zero))
         return .finish
     }
 }

@@ -51,8 +51,9 @@ private final class LockedStorage<State>: ManagedBuffer<State, LockPrimitive.Raw
     }
 }
 
-/// The platform's lock, used in place (never moved once initialized).
-private enum LockPrimitive {
+/// The platform's lock, used in place (never moved once initialized): by ``Locked``, and by ``CallbackRunner``, which
+/// keeps one in its own buffer.
+enum LockPrimitive {
     #if canImport(Darwin)
         typealias Raw = os_unfair_lock
 

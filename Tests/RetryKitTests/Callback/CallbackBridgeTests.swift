@@ -265,7 +265,7 @@ extension CallbackRunnerTests {
         @Test func asyncOperationReleasesEverythingAfterFinishing() async {
             let completions = CBCounter()
             let probes: [CBWeak<CBCanary>]
-            let runnerProbe: CBWeak<CallbackRunner>
+            let runnerProbe: CallbackRunnerProbe
             do {
                 let canaries = [CBCanary(), CBCanary(), CBCanary()]
                 probes = canaries.map(CBWeak.init)
@@ -284,7 +284,7 @@ extension CallbackRunnerTests {
                         withExtendedLifetime(canaries[2]) {}
                         completions.increment()
                     })
-                runnerProbe = CBWeak(handle.runner)
+                runnerProbe = handle.runner.probe
             }
             #expect(await cbWait { completions.count == 1 })
             #expect(await cbWait { probes.allSatisfy { $0.object == nil } })

@@ -111,7 +111,7 @@ extension CallbackRunnerTests {
             let scheduler = CBRecordingScheduler(DispatchTimerScheduler())
             let completions = CBCounter()
             let probes: [CBWeak<CBCanary>]
-            let runnerProbe: CBWeak<CallbackRunner>
+            let runnerProbe: CallbackRunnerProbe
             do {
                 let canaries = [CBCanary(), CBCanary(), CBCanary(), CBCanary()]
                 probes = canaries.map(CBWeak.init)
@@ -129,7 +129,7 @@ extension CallbackRunnerTests {
                         withExtendedLifetime(canaries[3]) {}
                         completions.increment()
                     })
-                runnerProbe = CBWeak(handle.runner)
+                runnerProbe = handle.runner.probe
             }
             #expect(await cbWait { completions.count == 1 })
             #expect(scheduler.scheduledDelays.count == 5, "3 attempt timers and 2 waits")

@@ -648,7 +648,7 @@ extension CallbackRunnerTests {
             let completion: CBWeak<CBCanary>
             /// The handle, kept like a caller might keep it.
             var handle: RetryHandle<Int>?
-            let runner: CBWeak<CallbackRunner>
+            let runner: CallbackRunnerProbe
         }
 
         /// Starts a retrier whose closures each capture their own canary, keeping only weak references.
@@ -692,7 +692,7 @@ extension CallbackRunnerTests {
             }
             return Probes(
                 operation: CBWeak(operationCanary), strategy: CBWeak(strategyCanary), observer: CBWeak(observerCanary),
-                completion: CBWeak(completionCanary), handle: handle, runner: CBWeak(handle.runner))
+                completion: CBWeak(completionCanary), handle: handle, runner: handle.runner.probe)
         }
 
         @Test(arguments: Ending.allCases)

@@ -27,7 +27,7 @@ extension CallbackRunnerTests {
             let outcomes = Locked([RetryError.Reason?](repeating: nil, count: count))
             let total = CBCounter()
             let operationCalls = CBCounter()
-            var runners: [CBWeak<CallbackRunner>] = []
+            var runners: [CallbackRunnerProbe] = []
             runners.reserveCapacity(count)
 
             for index in 0..<count {
@@ -68,7 +68,7 @@ extension CallbackRunnerTests {
                         }
                         total.increment()
                     })
-                runners.append(CBWeak(handle.runner))
+                runners.append(handle.runner.probe)
                 switch rng.below(4) {
                 case 0:
                     handle.cancel()  // at once, racing the first hop
