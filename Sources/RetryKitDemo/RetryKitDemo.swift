@@ -229,8 +229,16 @@ struct Outcome: Equatable, CustomStringConvertible {
 struct Demo: Sendable {
     let server: ScriptedHTTPServer
     let options: RetryKitDemo.Options
-    let client = LegacyClient(session: URLSession(configuration: .ephemeral))
+    /// A session without a URL cache: on Linux, cancelling a task of a session with one can trap in Foundation
+    /// (README, "Platforms"), and the cancel scenario cancels an attempt in flight.
+    let client = LegacyClient(session: URLSession(configuration: Demo.sessionConfiguration()))
     let queue = DispatchQueue(label: "retrykit-demo")
+
+    static func sessionConfiguration() -> URLSessionConfiguration {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil
+        return configuration
+    }
 
     /// The failures each scenario's endpoint answers with before it succeeds (the cancel scenario's never does).
     static let failuresBeforeSuccess = 2

@@ -73,6 +73,10 @@ extension URLSession {
     /// and completes at once. A request cancelled by anyone else (its session was invalidated, say) fails with
     /// `URLError.cancelled` and is never retried.
     ///
+    /// On Linux, use a session without a URL cache (`configuration.urlCache = nil`) when attempts may be cancelled:
+    /// swift-corelibs-foundation traps when a task of a session with a `URLCache` is cancelled right after it started
+    /// (README, "Platforms").
+    ///
     /// - Parameters:
     ///   - request: The request to send; every attempt sends it unchanged.
     ///   - retryPolicy: Which failures to retry, how long to wait, and the limits; pass `HTTPRetryPolicy()` for the
@@ -143,6 +147,8 @@ extension URLSession {
     ///
     /// Cancelling the calling task cancels the in-flight `URLSessionDataTask` (or the wait) at once. A per-attempt
     /// timeout cancels the attempt's data task.
+    /// On Linux, the session should have no URL cache for that (see
+    /// ``dataTask(with:retryPolicy:queue:observer:completionHandler:)``).
     ///
     /// - Parameters:
     ///   - request: The request to send; every attempt sends it unchanged.

@@ -51,9 +51,14 @@ func makeResponse(_ status: Int, headers: [String: String] = [:]) -> HTTPURLResp
     return response
 }
 
-/// A fresh ephemeral session; invalidate it with `finishTasksAndInvalidate()` when done.
+/// A fresh ephemeral session without a URL cache; invalidate it with `finishTasksAndInvalidate()` when done.
+///
+/// Without the cache because swift-corelibs-foundation traps ("Trying to access a behaviour for a task that in not in
+/// the registry") when a task of a session with a `URLCache` is cancelled right after `resume()`: the cache lookup runs
+/// on a background queue, unordered with the cancel (README, "Platforms").
 func makeSession(timeout: TimeInterval = 15, connectionsPerHost: Int = 8) -> URLSession {
     let configuration = URLSessionConfiguration.ephemeral
+    configuration.urlCache = nil
     configuration.timeoutIntervalForRequest = timeout
     configuration.httpMaximumConnectionsPerHost = connectionsPerHost
     configuration.connectionProxyDictionary = [:]
