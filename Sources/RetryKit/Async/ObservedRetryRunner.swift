@@ -17,15 +17,18 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
 /// An adapter over the one async runner (``runAsyncRetry(machine:observed:tolerance:clock:isolation:now:runAttempt:interruption:strategy:observe:)``,
 /// with the machine in the frame): it turns the machine's actions into events, and an attempt's timeout or
 /// cancellation into the machine's inputs. The runner carries out the actions in the caller's isolation and emits the same
-/// events as every other runner (``RetryTermination/events(value:)`` for the last ones). Time is
-/// `start.duration(to: clock.now)`. How one attempt runs (and how a timeout interrupts it) is `runAttempt`'s
-/// business; it receives the instant at which the attempt times out, if it can.
+/// events as every other runner (``RetryTermination/events(value:)`` for the last ones). Time is the span since the
+/// call on `clock`: for a `ContinuousClock`, read from its time source directly (``AsyncRetry/continuousNanoseconds()``),
+/// so that no `ContinuousClock.Instant` (a resilient type: every copy goes through its value witnesses) lives in the
+/// frame. How one attempt runs (and how a timeout interrupts it) is `runAttempt`'s business; it receives the
+/// attempt's timeout, if it has one, and reads `clock.now` for its deadline.
 ///
 /// Inlinable and always inlined, so that the bridge (inlinable itself) runs it specialized for the caller's value type
 /// and clock, with its closures inlined: unspecialized, it would look up generic metadata on every event.
 ///
 /// - Parameters:
-///   - runAttempt: Runs one attempt; `deadline` is `nil` when the attempt has no timeout. Called in `isolation`.
+///   - runAttempt: Runs one attempt; `timeout` is `nil` when the attempt has no timeout (it times out `timeout` after
+///     it starts). Called in `isolation`.
 ///   - strategy: Called in `isolation`, never while a lock is held.
 ///   - observer: Called in `isolation`, in event order.
 ///   - willStart: Called with each attempt before its `attemptStarted` event (the bridge prepares the attempt there).
@@ -36,12 +39,41 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     tolerance: Duration?,
     clock: C,
     isolation: isolated (any Actor)?,
-    runAttempt: (_ attempt: RetryAttempt, _ deadline: C.Instant?) async -> AsyncAttemptOutcome<Value>,
+    runAttempt: (_ attempt: RetryAttempt, _ timeout: Duration?) async -> AsyncAttemptOutcome<Value>,
     strategy: (any Error) -> RetryStrategy<C>,
     observer: (RetryEvent<Value>) -> Void,
     willStart: (RetryAttempt) -> Void = { _ in }
 ) async throws -> Value where C.Duration == Duration {
+    // One of the two branches remains once specialized.
+    if C.self == ContinuousClock.self {
+        let origin = AsyncRetry.continuousNanoseconds()
+        return try await runObservedRetry(
+            configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
+            now: { AsyncRetry.continuousElapsed(since: origin) }, runAttempt: runAttempt, strategy: strategy,
+            observer: observer, willStart: willStart)
+    }
     let start = clock.now
+    return try await runObservedRetry(
+        configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
+        now: { start.duration(to: clock.now) }, runAttempt: runAttempt, strategy: strategy, observer: observer,
+        willStart: willStart)
+}
+
+/// ``runObservedRetry(configuration:tolerance:clock:isolation:runAttempt:strategy:observer:willStart:)`` with the
+/// time since the call given by `now`.
+@inlinable
+@inline(__always)
+func runObservedRetry<Value: Sendable, C: Clock>(
+    configuration: consuming RetryConfiguration,
+    tolerance: Duration?,
+    clock: C,
+    isolation: isolated (any Actor)?,
+    now: () -> Duration,
+    runAttempt: (_ attempt: RetryAttempt, _ timeout: Duration?) async -> AsyncAttemptOutcome<Value>,
+    strategy: (any Error) -> RetryStrategy<C>,
+    observer: (RetryEvent<Value>) -> Void,
+    willStart: (RetryAttempt) -> Void
+) async throws -> Value where C.Duration == Duration {
     // What the machine's actions said, for the attempt, the strategy and the last events.
     var running: (attempt: RetryAttempt, timeout: Duration?)?
     var consulted: (any Error)?
@@ -51,11 +83,11 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     return try await runAsyncRetry(
         machine: &machine, observed: true, tolerance: tolerance, clock: clock,
         isolation: isolation,
-        now: { start.duration(to: clock.now) },
+        now: now,
         runAttempt: { (number: Int) async throws(any Error) -> Value in
             interruption = .none
             guard let (attempt, timeout) = running, attempt.number == number else { throw AsyncRetry.inconsistency() }
-            switch await runAttempt(attempt, timeout.map { clock.now.advanced(by: $0) }) {
+            switch await runAttempt(attempt, timeout) {
             case .succeeded(let result):
                 value = result
                 return result
@@ -87,4 +119,18 @@ func runObservedRetry<Value: Sendable, C: Clock>(
                 break
             }
         })
+}
+
+extension AsyncRetry {
+    /// `ContinuousClock`'s time source, read directly (``ContinuousTime``): nanoseconds since an arbitrary origin.
+    @usableFromInline
+    static func continuousNanoseconds() -> UInt64 {
+        ContinuousTime.nanoseconds()
+    }
+
+    /// The span from `origin` (an earlier ``continuousNanoseconds()``) to now, on `ContinuousClock`.
+    @usableFromInline
+    static func continuousElapsed(since origin: UInt64) -> Duration {
+        ContinuousTime.since(origin)
+    }
 }

@@ -104,8 +104,8 @@ package func retry<R: Sendable, C: Clock>(
 ) async throws -> R where C.Duration == Duration {
     try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
-        runAttempt: { attempt, deadline in
-            guard let deadline else {
+        runAttempt: { attempt, timeout in
+            guard let timeout else {
                 do {
                     return .succeeded(try await operation(attempt))
                 } catch {
@@ -113,7 +113,7 @@ package func retry<R: Sendable, C: Clock>(
                 }
             }
             let outcome = await AsyncRetry.racingTimer(
-                until: deadline, tolerance: tolerance, clock: clock, isolation: isolation,
+                until: clock.now.advanced(by: timeout), tolerance: tolerance, clock: clock, isolation: isolation,
                 attempt: { () async -> AsyncAttemptOutcome<R>? in
                     do {
                         return .succeeded(try await operation(attempt))

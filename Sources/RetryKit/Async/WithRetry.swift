@@ -93,37 +93,17 @@ public func withRetry<Value: Sendable, C: Clock>(
         configuration: RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
         tolerance: tolerance, clock: clock, isolation: isolation,
-        runAttempt: { attempt, deadline in
-            // The sink is held by the completion alone (no local keeps it): when the operation lets go of every copy
-            // uncalled, the attempt fails at once (see `BridgeCompletionToken`).
-            operation(
-                attempt,
-                AttemptCompletion(
-                    sink: startedSink.take() ?? bridge.begin(attempt.number, timed: deadline != nil).sink,
-                    attempt: attempt))
-            // No wait at all for an attempt that has already ended (completed synchronously), and no timer and no
-            // cancellation handler: a cancellation that arrived while the operation was starting the attempt is
-            // taken when the handler is installed, as the wait begins, or here if the operation let go of its
-            // completion uncalled (the attempt is abandoned: its cancel hook runs).
-            let outcome: BridgeOutcome
-            if let ended = bridge.takeOutcome() {
-                if case .released = ended, Task.isCancelled { bridge.cancel() }
-                outcome = ended
-            } else {
-                outcome = await waitForBridgedAttempt(
-                    bridge, attempt.number, deadline: deadline, tolerance: tolerance, clock: clock,
-                    isolation: isolation)
+        runAttempt: { attempt, timeout in
+            // Only an attempt with a timeout reads the clock, as it starts (its deadline); one branch each, so that
+            // an attempt without one has no `C.Instant?` to copy and destroy.
+            if let timeout {
+                return await runBridgedAttempt(
+                    attempt, deadline: clock.now.advanced(by: timeout), bridge: bridge, startedSink: &startedSink,
+                    tolerance: tolerance, clock: clock, isolation: isolation, operation: operation)
             }
-            switch outcome {
-            case .success(let value):
-                // Always a `Value`: only this call's completions report to the bridge.
-                guard let value = value.value(as: Value.self) else { return .failed(RetryError(.missingResult)) }
-                return .succeeded(value)
-            case .failure(let error): return .failed(error)
-            case .released: return .failed(RetryError(.completionReleased))
-            case .timedOut: return .timedOut
-            case .cancelled: return .cancelled
-            }
+            return await runBridgedAttempt(
+                attempt, deadline: nil, bridge: bridge, startedSink: &startedSink, tolerance: tolerance, clock: clock,
+                isolation: isolation, operation: operation)
         },
         strategy: strategy,
         observer: { event in
@@ -187,6 +167,47 @@ public func withRetry<Value: Sendable>(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
         tolerance: tolerance,
         clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy, observer: observer)
+}
+
+/// Runs `attempt` of a ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
+/// call on `bridge` and waits for it to end; `deadline` is when it times out, if it has a timeout.
+@inlinable
+@inline(__always)
+func runBridgedAttempt<Value: Sendable, C: Clock>(
+    _ attempt: RetryAttempt, deadline: C.Instant?, bridge: RetryBridge, startedSink: inout (any AttemptSink)?,
+    tolerance: Duration?, clock: C, isolation: isolated (any Actor)?,
+    operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void
+) async -> AsyncAttemptOutcome<Value> where C.Duration == Duration {
+    // The sink is held by the completion alone (no local keeps it): when the operation lets go of every copy
+    // uncalled, the attempt fails at once (see `BridgeCompletionToken`).
+    operation(
+        attempt,
+        AttemptCompletion(
+            sink: startedSink.take() ?? bridge.begin(attempt.number, timed: deadline != nil).sink,
+            attempt: attempt))
+    // No wait at all for an attempt that has already ended (completed synchronously), and no timer and no
+    // cancellation handler: a cancellation that arrived while the operation was starting the attempt is
+    // taken when the handler is installed, as the wait begins, or here if the operation let go of its
+    // completion uncalled (the attempt is abandoned: its cancel hook runs).
+    let outcome: BridgeOutcome
+    if let ended = bridge.takeOutcome() {
+        if case .released = ended, Task.isCancelled { bridge.cancel() }
+        outcome = ended
+    } else {
+        outcome = await waitForBridgedAttempt(
+            bridge, attempt.number, deadline: deadline, tolerance: tolerance, clock: clock,
+            isolation: isolation)
+    }
+    switch outcome {
+    case .success(let value):
+        // Always a `Value`: only this call's completions report to the bridge.
+        guard let value = value.value(as: Value.self) else { return .failed(RetryError(.missingResult)) }
+        return .succeeded(value)
+    case .failure(let error): return .failed(error)
+    case .released: return .failed(RetryError(.completionReleased))
+    case .timedOut: return .timedOut
+    case .cancelled: return .cancelled
+    }
 }
 
 /// Waits for attempt `number` of `bridge` to end: by its completion, its timer (at `deadline`, if it has one) or
