@@ -83,7 +83,7 @@ public func withRetry<Value: Sendable, C: Clock>(
 ) async throws -> Value where C.Duration == Duration {
     // Inlined into the caller (with the runner), so that it runs specialized for `Value` and `C`; the attempts go
     // through one non-generic `RetryBridge` per call.
-    let bridge = RetryBridge()
+    let bridge = RetryBridge(valueSize: MemoryLayout<Value>.size, valueAlignment: MemoryLayout<Value>.alignment)
     // Whether attempts have a timer: with either timeout (the machine gives every attempt the rest of the total).
     let timed = totalTimeout != nil || attemptTimeout != nil
     // The sink of the attempt that has just started, made with its `attemptStarted` event (which takes the duplicates
@@ -199,7 +199,10 @@ func runBridgedAttempt<Value: Sendable, C: Clock>(
             isolation: isolation)
     }
     switch outcome {
-    case .success(let value):
+    case .success:
+        // Stored by a completion of this call, so a `Value`; taken once, with the outcome that says it is there.
+        return .succeeded(bridge.valueSlot().assumingMemoryBound(to: Value.self).move())
+    case .boxed(let value):
         // Always a `Value`: only this call's completions report to the bridge.
         guard let value = value.value(as: Value.self) else { return .failed(RetryError(.missingResult)) }
         return .succeeded(value)
@@ -240,8 +243,11 @@ func waitForBridgedAttempt<C: Clock>(
 /// ended.
 @usableFromInline
 enum BridgeOutcome: Sendable {
-    /// The completion was called with a value.
-    case success(ErasedValue)
+    /// The completion was called with a value, which is in the bridge's value slot (``RetryBridge/valueSlot()``).
+    case success
+    /// The completion was called with a value, boxed (a sink that keeps values in place never gets one, unless the
+    /// completion is used in a way RetryKit does not).
+    case boxed(ErasedValue)
     /// The completion was called with an error.
     case failure(any Error)
     /// Every copy of the completion was released uncalled.
@@ -279,6 +285,8 @@ struct RetryBridgeState {
     var waiter: UnsafeContinuation<BridgeOutcome, Never>?
     /// Completions called more than once, for the observer (reported before the next `attemptStarted` or `finished`).
     var duplicates: [RetryAttempt] = []
+    /// Where the value slot is in ``RetryBridgeStorage``'s elements: set when the storage is made, never changed.
+    var slotOffset = 0
 
     /// Ends the attempt with `outcome` unless it has ended already; returns the waiter to resume with it.
     ///
@@ -319,23 +327,33 @@ struct RetryBridgeState {
 /// state and leaves it exactly once, to be resumed after the lock is released. An attempt that ended before the task
 /// waits (a completion called synchronously) costs no continuation, no timer and no cancellation handler at all.
 ///
-/// Not generic, and one allocation per call (the locked state: this is a value over it), plus one per attempt: the
-/// attempt's ``BridgeCompletionToken``.
+/// Not generic, and one allocation per call (``RetryBridgeStorage``: the state, its lock and a slot for the value, so
+/// that a success is not boxed; this is a value over it), plus one per attempt: the attempt's
+/// ``BridgeCompletionToken``.
 @usableFromInline
-struct RetryBridge: Sendable {
-    /// The attempt in flight and the task waiting for it, behind the bridge's lock.
-    private let state: Locked<RetryBridgeState>
+struct RetryBridge: @unchecked Sendable {
+    // @unchecked Sendable: the state is only accessed under the lock; the slot as `valueSlot()` says.
+    /// The attempt in flight and the task waiting for it, behind the bridge's lock, and the value slot.
+    private let storage: RetryBridgeStorage
 
-    /// A bridge for one call.
+    /// A bridge for one call whose values take `valueSize` bytes aligned to `valueAlignment`.
     @usableFromInline
-    init() {
-        state = Locked(RetryBridgeState())
+    init(valueSize: Int, valueAlignment: Int) {
+        storage = RetryBridgeStorage.make(valueSize: valueSize, valueAlignment: valueAlignment)
     }
 
     /// Runs `body` with exclusive access to the bridge's state, under its lock.
     @inline(__always)
     func withLock<T>(_ body: (inout RetryBridgeState) throws -> T) rethrows -> T {
-        try state.withLock(body)
+        try storage.withLock(body)
+    }
+
+    /// The slot a successful attempt's value is stored in (uninitialized memory otherwise): initialized under the
+    /// lock by the delivering completion, and moved out by the runner once it has taken the ``BridgeOutcome/success``
+    /// outcome (after the lock that stored it: nothing else touches it then).
+    @usableFromInline
+    func valueSlot() -> UnsafeMutableRawPointer {
+        storage.valueSlot
     }
 
     /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion, and the duplicate
@@ -411,9 +429,14 @@ struct RetryBridge: Sendable {
         withLock { s in s.takeDuplicates() }
     }
 
-    /// A completion of `attempt` was called with `outcome`, through `token`.
-    func complete(_ attempt: RetryAttempt, _ outcome: BridgeOutcome, token: BridgeCompletionToken) {
+    /// A completion of `attempt` was called with `outcome`, through `token`; `store` puts its value in the slot, if it
+    /// has one (it runs under the lock, only if this call delivers the attempt's result).
+    func complete(
+        _ attempt: RetryAttempt, _ outcome: BridgeOutcome, token: BridgeCompletionToken,
+        store: (UnsafeMutableRawPointer) -> Void = { _ in }
+    ) {
         var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
+        let slot = storage.valueSlot
         let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
             token.called = true
             let call: AttemptRecord.Call
@@ -425,7 +448,11 @@ struct RetryBridge: Sendable {
                 call = .duplicate  // an earlier attempt tracked here: it was delivered
             }
             switch call {
-            case .deliver: return s.end(outcome)
+            case .deliver:
+                // The slot is filled only with the result that ends the attempt: then the runner takes it.
+                guard !s.ended else { return nil }
+                store(slot)
+                return s.end(outcome)
             case .duplicate: s.duplicates.append(attempt)
             case .ignore: break
             }
@@ -482,8 +509,14 @@ final class BridgeCompletionToken: AttemptSink, @unchecked Sendable {
     }
 
     @usableFromInline
+    func attemptSucceeded(_ attempt: RetryAttempt, storingWith store: (UnsafeMutableRawPointer) -> Void) -> Bool {
+        bridge.complete(attempt, .success, token: self, store: store)
+        return true
+    }
+
+    @usableFromInline
     func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        bridge.complete(attempt, .success(value), token: self)
+        bridge.complete(attempt, .boxed(value), token: self)
     }
 
     @usableFromInline
@@ -510,4 +543,53 @@ final class TimedBridgeAttempt: @unchecked Sendable {
     @exclusivity(unchecked) var record = AttemptRecord()
 
     init() {}
+}
+
+/// The one allocation of a ``RetryBridge``: its state as the header; its lock and the slot for a successful attempt's
+/// value in the elements (raw bytes, each at its alignment: the lock first, the slot at
+/// ``RetryBridgeState/slotOffset`` bytes from the elements).
+final class RetryBridgeStorage: ManagedBuffer<RetryBridgeState, UInt8> {
+    static func make(valueSize: Int, valueAlignment: Int) -> RetryBridgeStorage {
+        let lockEnd = MemoryLayout<LockPrimitive.Raw>.alignment + MemoryLayout<LockPrimitive.Raw>.size
+        let alignment = max(valueAlignment, 1)
+        let buffer = create(minimumCapacity: lockEnd + alignment + max(valueSize, 1)) { _ in RetryBridgeState() }
+        // `create` returns an instance of the class it is called on.
+        let storage = unsafeDowncast(buffer, to: RetryBridgeStorage.self)
+        storage.withUnsafeMutablePointers { state, elements in
+            let lock = lockPointer(elements)
+            LockPrimitive.initialize(lock)
+            let slot = UnsafeMutableRawPointer(lock + 1).alignedUp(toMultipleOf: alignment)
+            state.pointee.slotOffset = slot - UnsafeMutableRawPointer(elements)
+        }
+        return storage
+    }
+
+    /// The lock, at the first suitably aligned byte of the elements.
+    @inline(__always)
+    private static func lockPointer(_ elements: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<LockPrimitive.Raw>
+    {
+        UnsafeMutableRawPointer(elements).alignedUp(for: LockPrimitive.Raw.self).assumingMemoryBound(
+            to: LockPrimitive.Raw.self)
+    }
+
+    /// The value slot (see ``RetryBridge/valueSlot()``).
+    var valueSlot: UnsafeMutableRawPointer {
+        // `slotOffset` is set before the storage is shared and never changes: read without the lock.
+        withUnsafeMutablePointers { state, elements in UnsafeMutableRawPointer(elements) + state.pointee.slotOffset }
+    }
+
+    /// Runs `body` with exclusive access to the state, under the lock.
+    @inline(__always)
+    func withLock<T>(_ body: (inout RetryBridgeState) throws -> T) rethrows -> T {
+        try withUnsafeMutablePointers { state, elements in
+            let lock = Self.lockPointer(elements)
+            LockPrimitive.lock(lock)
+            defer { LockPrimitive.unlock(lock) }
+            return try body(&state.pointee)
+        }
+    }
+
+    deinit {
+        withUnsafeMutablePointerToElements { LockPrimitive.destroy(Self.lockPointer($0)) }
+    }
 }

@@ -49,7 +49,7 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
         // Inlinable, so that the switch is specialized in the caller's module: the sink receives the value already
         // erased, and the hot path looks up no generic metadata.
         switch result {
-        case .success(let value): sink.attemptSucceeded(SuccessValue(value), attempt)
+        case .success(let value): succeeded(value)
         case .failure(let error): sink.attemptFailed(error, attempt)
         }
     }
@@ -63,10 +63,19 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
         if let error {
             sink.attemptFailed(error, attempt)
         } else if let value {
-            sink.attemptSucceeded(SuccessValue(value), attempt)
+            succeeded(value)
         } else {
             sink.attemptFailed(RetryError(.missingResult), attempt)
         }
+    }
+
+    /// Reports `value`: stored in place if the sink takes it so (no box), otherwise boxed.
+    @inlinable
+    func succeeded(_ value: Value) {
+        let stored = sink.attemptSucceeded(attempt) { slot in
+            slot.initializeMemory(as: Value.self, to: value)
+        }
+        if !stored { sink.attemptSucceeded(SuccessValue(value), attempt) }
     }
 
     /// Registers work to run if the attempt is abandoned: the retrier was cancelled or the attempt timed out.
@@ -120,12 +129,25 @@ extension ErasedValue {
 package protocol AttemptSink: AnyObject, Sendable {
     /// The attempt's completion was called with a value.
     func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt)
+    /// The attempt's completion was called with a value, which `store` copies into the memory it is given (the
+    /// sink's slot for a value of the attempt's type: the runner that created the completion knows the type), if the
+    /// sink keeps values in place. Returns `false` if it does not (the default): the value then goes to
+    /// ``attemptSucceeded(_:_:)``, boxed. `store` runs no user code (it copies a value), so a sink may call it under
+    /// its lock.
+    func attemptSucceeded(_ attempt: RetryAttempt, storingWith store: (UnsafeMutableRawPointer) -> Void) -> Bool
     /// The attempt's completion was called with an error.
     func attemptFailed(_ error: any Error, _ attempt: RetryAttempt)
     /// ``AttemptCompletion/onCancel(_:)``.
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt)
     /// ``AttemptCompletion/isCancelled``.
     func isAbandoned(_ attempt: RetryAttempt) -> Bool
+}
+
+extension AttemptSink {
+    /// Values arrive boxed, to ``attemptSucceeded(_:_:)``.
+    package func attemptSucceeded(_: RetryAttempt, storingWith _: (UnsafeMutableRawPointer) -> Void) -> Bool {
+        false
+    }
 }
 
 /// The life of one attempt's completion: called or not, abandoned or not, and the cancel hook to run if it is
