@@ -98,9 +98,9 @@ await #expect(throws: CancellationError.self) { try await waiter.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:172: asyncCancelDuringWait (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:174: asyncCancelDuringWait (test)
 @Test("CancellationGuarantees.md: asyncCancelDuringWait") func asyncCancelDuringWait() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 172)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 174)
 struct Unavailable: Error {}
 let clock = VirtualClock()
 let attempts = Recorder<Int>()
@@ -120,9 +120,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:196: withRetryAbandonsAttempt (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:198: withRetryAbandonsAttempt (test)
 @Test("CancellationGuarantees.md: withRetryAbandonsAttempt") func withRetryAbandonsAttempt() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 196)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 198)
 let hooks = Recorder<String>()
 let pending = Recorder<AttemptCompletion<Int>>()
 let (started, signal) = AsyncStream.makeStream(of: Void.self)

@@ -32,7 +32,7 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
 @inlinable
 @inline(__always)
 func runObservedRetry<Value: Sendable, C: Clock>(
-    configuration: RetryConfiguration,
+    configuration: consuming RetryConfiguration,
     tolerance: Duration?,
     clock: C,
     isolation: isolated (any Actor)?,

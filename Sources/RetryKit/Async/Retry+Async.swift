@@ -355,7 +355,7 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     @usableFromInline var machine: RetryStateMachine
 
     @inlinable
-    init(_ configuration: RetryConfiguration) {
+    init(_ configuration: consuming RetryConfiguration) {
         machine = RetryStateMachine(configuration)
     }
 
@@ -452,9 +452,16 @@ final class AsyncRetryMachine {
 
     /// The first step of a new machine: attempt 1, unless the configuration is invalid or the task is already
     /// cancelled. The machine itself is not kept.
+    ///
+    /// A configuration the machine accepts (``RetryConfiguration/problem`` is `nil`) and that has no timeout, as
+    /// every configuration of this overload, always starts with attempt 1, without a timer (``RetryStateMachine``'s
+    /// `start`; its tests pin it): that answer needs no machine to be built and dropped. Any other start (an invalid
+    /// configuration, a cancelled task) is the machine's.
     @usableFromInline
     static func firstStep(maxAttempts: Int, budget: RetryBudget?, cancelled: Bool) -> AsyncRetryStep {
-        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts, budget: budget))
+        let configuration = RetryConfiguration(maxAttempts: maxAttempts, budget: budget)
+        if !cancelled && configuration.problem == nil { return .run(1) }
+        var machine = RetryStateMachine(configuration)
         let action = cancelled ? machine.cancel(at: .zero) : machine.start(at: .zero)
         return AsyncRetryStep(action, finalError: machine.finalError)
     }

@@ -83,8 +83,6 @@ public func withRetry<Value: Sendable, C: Clock>(
 ) async throws -> Value where C.Duration == Duration {
     // Inlined into the caller (with the runner), so that it runs specialized for `Value` and `C`; the attempts go
     // through one non-generic `RetryBridge` per call.
-    let configuration = RetryConfiguration(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget)
     let bridge = RetryBridge()
     // Whether attempts have a timer: with either timeout (the machine gives every attempt the rest of the total).
     let timed = totalTimeout != nil || attemptTimeout != nil
@@ -92,7 +90,9 @@ public func withRetry<Value: Sendable, C: Clock>(
     // so far in the same step), until the attempt runs.
     var startedSink: (any AttemptSink)?
     return try await runObservedRetry(
-        configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
+        configuration: RetryConfiguration(
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
+        tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, deadline in
             // The sink is held by the completion alone (no local keeps it): when the operation lets go of every copy
             // uncalled, the attempt fails at once (see `BridgeCompletionToken`).

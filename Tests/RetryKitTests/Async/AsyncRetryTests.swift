@@ -367,3 +367,34 @@ struct AsyncRetryTests {
         #expect(clock.sleeps.isEmpty)
     }
 }
+
+/// The basic `retry` answers the machine's `start` itself when the configuration is valid and the task not cancelled
+/// (attempt 1, no timer), without building a machine: this pins that this is what the machine says.
+@Suite("Basic async retry: the first step is the machine's")
+struct BasicRetryFirstStepTests {
+    @Test(
+        "A valid configuration without timeouts starts with attempt 1 and no timer", arguments: [1, 2, 3, 10, Int.max])
+    func validConfigurationStartsWithAttemptOne(maxAttempts: Int) {
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts, budget: RetryBudget()))
+        guard case .run(let attempt, let timeout) = machine.start(at: .zero) else {
+            Issue.record("expected the first attempt")
+            return
+        }
+        #expect(attempt.number == 1)
+        #expect(attempt.maxAttempts == maxAttempts)
+        #expect(attempt.elapsed == .zero)
+        #expect(timeout == nil)
+    }
+
+    @Test("An invalid maxAttempts runs no attempt", arguments: [0, -1, Int.min])
+    func invalidConfigurationRunsNothing(maxAttempts: Int) async {
+        let calls = AsyncCounter()
+        await #expect(throws: RetryError.self) {
+            try await retry(maxAttempts: maxAttempts, clock: InstantClock()) { () async throws -> Int in
+                calls.increment()
+                return 1
+            }
+        }
+        #expect(calls.value == 0)
+    }
+}
