@@ -256,7 +256,7 @@ final class CustomScheduler: Sendable {
 /// What a runner keeps besides its lock: the immutable part, read without the lock, and the state, read and changed
 /// only under it.
 struct CallbackRunnerStorage {
-    /// Everything that changes. First: the lock's critical sections access the storage at its start (see `immutable`).
+    /// Everything that changes. First, so that the immutable fields after it never share its first bytes.
     var state: CallbackRunnerState
     /// The queue the operation, strategy, observer and completion run on.
     let queue: DispatchQueue
@@ -265,14 +265,6 @@ struct CallbackRunnerStorage {
     /// Whether an observer is attached; events are not built otherwise.
     let observes: Bool
 
-    /// Where the immutable fields are, from the start of the storage, for reads without the lock.
-    ///
-    /// A critical section's access to `state` is an access to the whole storage (through `pointee`), which the thread
-    /// sanitizer would see racing with a read of `queue` through `pointee` on another thread, although the two touch
-    /// different bytes. So those reads load the field's own bytes, which nothing ever writes after creation.
-    static let queueOffset = MemoryLayout<Self>.offset(of: \.queue)
-    static let clockOffset = MemoryLayout<Self>.offset(of: \.clock)
-    static let observesOffset = MemoryLayout<Self>.offset(of: \.observes)
 }
 
 /// A runner's one allocation: the lock is the buffer's header, the ``CallbackRunnerStorage`` its one element (in the
@@ -346,10 +338,17 @@ package struct CallbackRunner: @unchecked Sendable {
         CallbackRunnerProbe(buffer)
     }
 
+    // The immutable fields are read without the lock, from their own bytes (at `MemoryLayout.offset(of:)`, which the
+    // optimizer folds into a constant). A critical section's access to `state` is an access to the whole storage
+    // (through `pointee`), which the thread sanitizer would see racing with a read of `queue` through `pointee` on
+    // another thread, although the two touch different bytes; nothing ever writes these bytes after creation.
+
     /// The queue the operation, strategy, observer and completion run on.
     var queue: DispatchQueue {
         buffer.withUnsafeMutablePointerToElements { storage in
-            guard let offset = CallbackRunnerStorage.queueOffset else { return storage.pointee.queue }
+            guard let offset = MemoryLayout<CallbackRunnerStorage>.offset(of: \.queue) else {
+                return storage.pointee.queue
+            }
             return UnsafeRawPointer(storage).load(fromByteOffset: offset, as: DispatchQueue.self)
         }
     }
@@ -357,7 +356,9 @@ package struct CallbackRunner: @unchecked Sendable {
     /// Where time and work come from.
     var clock: RunnerClock {
         buffer.withUnsafeMutablePointerToElements { storage in
-            guard let offset = CallbackRunnerStorage.clockOffset else { return storage.pointee.clock }
+            guard let offset = MemoryLayout<CallbackRunnerStorage>.offset(of: \.clock) else {
+                return storage.pointee.clock
+            }
             return UnsafeRawPointer(storage).load(fromByteOffset: offset, as: RunnerClock.self)
         }
     }
@@ -365,7 +366,9 @@ package struct CallbackRunner: @unchecked Sendable {
     /// Whether an observer is attached.
     var observes: Bool {
         buffer.withUnsafeMutablePointerToElements { storage in
-            guard let offset = CallbackRunnerStorage.observesOffset else { return storage.pointee.observes }
+            guard let offset = MemoryLayout<CallbackRunnerStorage>.offset(of: \.observes) else {
+                return storage.pointee.observes
+            }
             return UnsafeRawPointer(storage).load(fromByteOffset: offset, as: Bool.self)
         }
     }
@@ -659,7 +662,7 @@ package struct CallbackRunner: @unchecked Sendable {
                 record.begin(attempt)
                 // The observer (or the scheduler) may have ended the attempt meanwhile: then its operation does not
                 // run. Without either, nothing ran since the transition, and a concurrent cancel is a race anyway.
-                if !(observes || timer != nil) || isCurrent(record) {
+                if !(client.observe != nil || timer != nil) || isCurrent(record) {
                     client.run(attempt, record)
                 }
                 var reusable = false
@@ -669,7 +672,7 @@ package struct CallbackRunner: @unchecked Sendable {
                 let decision = context.resolve(client.strategy(error))
                 let now = elapsed
                 decidedAt = now
-                let observes = observes
+                let observes = client.observe != nil
                 step = transition { s, effects in
                     var action = s.machine.decide(decision, at: now)
                     // Without an observer, nothing happens between deciding a zero-delay retry and starting it.
