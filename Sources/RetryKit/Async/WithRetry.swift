@@ -83,9 +83,10 @@ public func withRetry<Value: Sendable, C: Clock>(
 ) async throws -> Value where C.Duration == Duration {
     // Inlined into the caller (with the runner), so that it runs specialized for `Value` and `C`; the attempts go
     // through one non-generic `RetryBridge` per call.
-    let bridge = RetryBridge(valueSize: MemoryLayout<Value>.size, valueAlignment: MemoryLayout<Value>.alignment)
     // Whether attempts have a timer: with either timeout (the machine gives every attempt the rest of the total).
     let timed = totalTimeout != nil || attemptTimeout != nil
+    let bridge = RetryBridge(
+        valueSize: MemoryLayout<Value>.size, valueAlignment: MemoryLayout<Value>.alignment, timed: timed)
     // The sink of the attempt that has just started, made with its `attemptStarted` event (which takes the duplicates
     // so far in the same step), until the attempt runs.
     var startedSink: (any AttemptSink)?
@@ -269,7 +270,7 @@ struct BridgeAttemptStart {
 /// The state of a ``RetryBridge``: the attempt in flight and the task waiting for it.
 @usableFromInline
 struct RetryBridgeState {
-    /// The attempt in flight (0 before the first).
+    /// The attempt in flight (1 from the start: a bridge is made with its first attempt started).
     var attempt = 0
     /// Its completion, when the bridge tracks it itself (an attempt without timeout can only be abandoned by the end of
     /// the call, so every earlier attempt has necessarily been delivered, as in the callback runner).
@@ -336,10 +337,11 @@ struct RetryBridge: @unchecked Sendable {
     /// The attempt in flight and the task waiting for it, behind the bridge's lock, and the value slot.
     private let storage: RetryBridgeStorage
 
-    /// A bridge for one call whose values take `valueSize` bytes aligned to `valueAlignment`.
+    /// A bridge for one call whose values take `valueSize` bytes aligned to `valueAlignment`, and whose attempts have
+    /// a timeout if `timed`. It is ready for attempt 1 (see ``begin(_:timed:)``).
     @usableFromInline
-    init(valueSize: Int, valueAlignment: Int) {
-        storage = RetryBridgeStorage.make(valueSize: valueSize, valueAlignment: valueAlignment)
+    init(valueSize: Int, valueAlignment: Int, timed: Bool) {
+        storage = RetryBridgeStorage.make(valueSize: valueSize, valueAlignment: valueAlignment, timed: timed)
     }
 
     /// Runs `body` with exclusive access to the bridge's state, under its lock.
@@ -360,6 +362,12 @@ struct RetryBridge: @unchecked Sendable {
     /// completions so far (forgotten once taken), for the observer.
     @usableFromInline
     func begin(_ number: Int, timed: Bool) -> BridgeAttemptStart {
+        if number == 1 {
+            // The bridge was made with attempt 1 started, and no duplicates can precede it. Nothing else has the
+            // bridge yet (no completion, timer or cancellation handler): its state is read without the lock.
+            let record = storage.withUnsafeMutablePointerToHeader { $0.pointee.timed }
+            return BridgeAttemptStart(sink: BridgeCompletionToken(self, attempt: 1, timed: record), duplicates: [])
+        }
         let record = timed ? TimedBridgeAttempt() : nil
         let duplicates = withLock { s in
             s.attempt = number
@@ -549,10 +557,13 @@ final class TimedBridgeAttempt: @unchecked Sendable {
 /// value in the elements (raw bytes, each at its alignment: the lock first, the slot at
 /// ``RetryBridgeState/slotOffset`` bytes from the elements).
 final class RetryBridgeStorage: ManagedBuffer<RetryBridgeState, UInt8> {
-    static func make(valueSize: Int, valueAlignment: Int) -> RetryBridgeStorage {
+    /// Storage with attempt 1 started (with a record of its own if `timed`: see ``RetryBridgeState/timed``).
+    static func make(valueSize: Int, valueAlignment: Int, timed: Bool) -> RetryBridgeStorage {
         let lockEnd = MemoryLayout<LockPrimitive.Raw>.alignment + MemoryLayout<LockPrimitive.Raw>.size
         let alignment = max(valueAlignment, 1)
-        let buffer = create(minimumCapacity: lockEnd + alignment + max(valueSize, 1)) { _ in RetryBridgeState() }
+        let buffer = create(minimumCapacity: lockEnd + alignment + max(valueSize, 1)) { _ in
+            RetryBridgeState(attempt: 1, timed: timed ? TimedBridgeAttempt() : nil)
+        }
         // `create` returns an instance of the class it is called on.
         let storage = unsafeDowncast(buffer, to: RetryBridgeStorage.self)
         storage.withUnsafeMutablePointers { state, elements in
