@@ -90,6 +90,11 @@ public func withRetry<Value: Sendable, C: Clock>(
     // The sink of the attempt that has just started, made with its `attemptStarted` event (which takes the duplicates
     // so far in the same step), until the attempt runs.
     var startedSink: (any AttemptSink)?
+    // The duplicate completions taken with the last attempt's outcome when it ended while its operation ran
+    // (`ended`), for the next `attemptStarted` or `finished`. Until then only another thread can call a completion,
+    // unordered with the call's end: `finished` then takes no other look at the bridge (such a duplicate is dropped,
+    // as one arriving after the end is).
+    var settled = (duplicates: [RetryAttempt](), ended: true)
     return try await runObservedRetry(
         configuration: RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
@@ -100,17 +105,22 @@ public func withRetry<Value: Sendable, C: Clock>(
             if let timeout {
                 return await runBridgedAttempt(
                     attempt, deadline: clock.now.advanced(by: timeout), bridge: bridge, startedSink: &startedSink,
-                    tolerance: tolerance, clock: clock, isolation: isolation, operation: operation)
+                    settled: &settled, tolerance: tolerance, clock: clock, isolation: isolation, operation: operation)
             }
             return await runBridgedAttempt(
-                attempt, deadline: nil, bridge: bridge, startedSink: &startedSink, tolerance: tolerance, clock: clock,
-                isolation: isolation, operation: operation)
+                attempt, deadline: nil, bridge: bridge, startedSink: &startedSink, settled: &settled,
+                tolerance: tolerance, clock: clock, isolation: isolation, operation: operation)
         },
         strategy: strategy,
         observer: { event in
             if case .finished = event {
-                for attempt in bridge.takeDuplicates() {
+                for attempt in settled.duplicates {
                     observer(.duplicateCompletion(attempt))
+                }
+                if !settled.ended {
+                    for attempt in bridge.takeDuplicates() {
+                        observer(.duplicateCompletion(attempt))
+                    }
                 }
             }
             observer(event)
@@ -118,6 +128,10 @@ public func withRetry<Value: Sendable, C: Clock>(
         willStart: { attempt in
             let started = bridge.begin(attempt.number, timed: timed)
             startedSink = started.sink
+            for attempt in settled.duplicates {
+                observer(.duplicateCompletion(attempt))
+            }
+            settled.duplicates = []
             for attempt in started.duplicates {
                 observer(.duplicateCompletion(attempt))
             }
@@ -171,11 +185,13 @@ public func withRetry<Value: Sendable>(
 }
 
 /// Runs `attempt` of a ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
-/// call on `bridge` and waits for it to end; `deadline` is when it times out, if it has a timeout.
+/// call on `bridge` and waits for it to end; `deadline` is when it times out, if it has a timeout. `settled` receives
+/// the duplicate completions taken with the outcome if the attempt ended while its operation ran (`ended`).
 @inlinable
 @inline(__always)
 func runBridgedAttempt<Value: Sendable, C: Clock>(
     _ attempt: RetryAttempt, deadline: C.Instant?, bridge: RetryBridge, startedSink: inout (any AttemptSink)?,
+    settled: inout (duplicates: [RetryAttempt], ended: Bool),
     tolerance: Duration?, clock: C, isolation: isolated (any Actor)?,
     operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void
 ) async -> AsyncAttemptOutcome<Value> where C.Duration == Duration {
@@ -191,10 +207,12 @@ func runBridgedAttempt<Value: Sendable, C: Clock>(
     // taken when the handler is installed, as the wait begins, or here if the operation let go of its
     // completion uncalled (the attempt is abandoned: its cancel hook runs).
     let outcome: BridgeOutcome
-    if let ended = bridge.takeOutcome() {
+    if let (ended, duplicates) = bridge.takeOutcomeAndDuplicates() {
+        settled = (duplicates, ended: true)
         if case .released = ended, Task.isCancelled { bridge.cancel() }
         outcome = ended
     } else {
+        settled.ended = false
         outcome = await waitForBridgedAttempt(
             bridge, attempt.number, deadline: deadline, tolerance: tolerance, clock: clock,
             isolation: isolation)
@@ -395,6 +413,16 @@ struct RetryBridge: @unchecked Sendable {
     @usableFromInline
     func takeOutcome() -> BridgeOutcome? {
         withLock { s in s.outcome.take() }
+    }
+
+    /// How the current attempt ended, if it has already, with the duplicate completions so far (forgotten once
+    /// taken).
+    @usableFromInline
+    func takeOutcomeAndDuplicates() -> (BridgeOutcome, [RetryAttempt])? {
+        withLock { s in
+            guard let outcome = s.outcome.take() else { return nil }
+            return (outcome, s.takeDuplicates())
+        }
     }
 
     /// Waits for the current attempt to end.
