@@ -311,6 +311,61 @@ struct WithRetryTests {
             ])
     }
 
+    @Test("A duplicate of a failed attempt's completion is reported before the next attempt starts")
+    func duplicateCompletionOfAFailedAttempt() async throws {
+        let events = AsyncLog<String>()
+        let value = try await withRetry(clock: InstantClock()) { (attempt, done: AttemptCompletion<Int>) in
+            if attempt.number == 1 {
+                done(.failure(AsyncTestError(id: 1)))
+                done(.failure(AsyncTestError(id: 2)))
+            } else {
+                done(.success(attempt.number))
+            }
+        } observer: {
+            events.append(asyncEventLine($0))
+        }
+        #expect(value == 2)
+        #expect(events.values.count == 6)
+        #expect(events.values.prefix(1) == ["started 1/3 at 0.0 seconds"])
+        #expect(events.values.dropFirst(1).first?.hasPrefix("failed 1 with") == true)
+        #expect(
+            Array(events.values.dropFirst(2)) == [
+                "duplicate 1",
+                "started 2/3 at 0.0 seconds",
+                "succeeded 2 with 2",
+                "finished succeeded after 2 at 0.0 seconds with nil",
+            ])
+    }
+
+    @Test("A duplicate completion of an attempt that was waited for is reported before `finished`")
+    @MainActor
+    func duplicateCompletionAfterAWait() async throws {
+        let events = AsyncLog<String>()
+        let pending = Locked<AttemptCompletion<Int>?>(nil)
+        let task = Task { @MainActor in
+            try await withRetry(clock: InstantClock()) { (_, done: AttemptCompletion<Int>) in
+                pending.withLock { $0 = done }
+            } observer: {
+                events.append(asyncEventLine($0))
+            }
+        }
+        while pending.withLock({ $0 }) == nil {
+            await Task.yield()
+        }
+        // Both calls on the main actor, where the call waits: it resumes only after both.
+        let done = pending.withLock { $0.take() }
+        done?(.success(7))
+        done?(.success(8))
+        #expect(try await task.value == 7)
+        #expect(
+            events.values == [
+                "started 1/3 at 0.0 seconds",
+                "succeeded 1 with 7",
+                "duplicate 1",
+                "finished succeeded after 1 at 0.0 seconds with nil",
+            ])
+    }
+
     @Test("The operation runs in the caller's actor isolation")
     func inheritsIsolation() async throws {
         let owner = BridgeOwner()
