@@ -43,7 +43,7 @@ enum ErasedOutcome: Sendable {
     case failure(any Error)
 
     /// The outcome a termination delivers: its value on success, otherwise its error.
-    init(_ termination: RetryTermination, value: ErasedValue?) {
+    init(_ termination: borrowing RetryTermination, value: ErasedValue?) {
         if termination.error == nil, let value {
             self = .success(value)
         } else {
@@ -64,7 +64,7 @@ struct CallbackClient: Sendable {
     /// The strategy closure.
     let strategy: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
     /// Emits the final events (reporting the given duplicate completions just before `finished`) and runs the
-    /// completion.
+    /// completion. Without an observer, the termination carries no attempts (nothing needs them).
     let finish: @Sendable (RetryTermination, ErasedValue?, _ duplicates: [RetryAttempt]) -> Void
     /// Emits an event to the observer; `nil` without one. Only the runner keeps it (not the attempts' records), so that
     /// nothing of the user's is kept once the retrier has finished, even while the operation keeps a completion.
@@ -773,7 +773,7 @@ package struct CallbackRunner: @unchecked Sendable {
             s.phase = .delivering(waiters: waiters)
             value = finalValue
             if s.machine.hasDuplicates { duplicates = s.machine.takeDuplicates() }
-            return s.machine.termination
+            return s.machine.termination(withAttempts: client.observe != nil)  // events need the attempts
         }
         guard let termination else { return }
         client.finish(termination, value, duplicates)
