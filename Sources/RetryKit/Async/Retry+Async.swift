@@ -374,8 +374,7 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     mutating func begin(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
-        let action = cancelled ? machine.cancel(at: now) : machine.start(at: now)
-        return step(action, observe)
+        input(cancelled: cancelled, at: now, observe: observe) { $0.start(at: now) }
     }
 
     @inlinable @inline(__always)
@@ -415,7 +414,16 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     mutating func waited(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
-        let action = cancelled ? machine.cancel(at: now) : machine.waitElapsed(at: now)
+        input(cancelled: cancelled, at: now, observe: observe) { $0.waitElapsed(at: now) }
+    }
+
+    /// Feeds the machine `cancel` if `cancelled`, otherwise `input`, and returns the step that follows.
+    @inlinable @inline(__always)
+    mutating func input(
+        cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver,
+        _ input: (inout RetryStateMachine) -> RetryStateMachine.Action
+    ) -> AsyncRetryStep {
+        let action = cancelled ? machine.cancel(at: now) : input(&machine)
         return step(action, observe)
     }
 

@@ -43,7 +43,7 @@ enum ErasedOutcome: Sendable {
     case failure(any Error)
 
     /// The outcome a termination delivers: its value on success, otherwise its error.
-    init(_ termination: RetryTermination, value: ErasedValue?) {
+    init(_ termination: borrowing RetryTermination, value: ErasedValue?) {
         if termination.error == nil, let value {
             self = .success(value)
         } else {
@@ -64,7 +64,7 @@ struct CallbackClient: Sendable {
     /// The strategy closure.
     let strategy: @Sendable (any Error) -> RetryStrategy<ContinuousClock>
     /// Emits the final events (reporting the given duplicate completions just before `finished`) and runs the
-    /// completion.
+    /// completion. Without an observer, the termination carries no attempts (nothing needs them).
     let finish: @Sendable (RetryTermination, ErasedValue?, _ duplicates: [RetryAttempt]) -> Void
     /// Emits an event to the observer; `nil` without one. Only the runner keeps it (not the attempts' records), so that
     /// nothing of the user's is kept once the retrier has finished, even while the operation keeps a completion.
@@ -124,22 +124,64 @@ package struct CallbackRunnerState {
     /// does not capture it) so that it stays alive until it fires or is cancelled; a timer that fires while it is not
     /// this one does nothing.
     var timer: PendingTimer?
-    /// The successful attempt's value, from the machine's `finish` until `deliver` takes it.
-    var value: ErasedValue?
-    /// Tasks awaiting ``RetryHandle/value``, each resumed exactly once, after the completion and outside the lock.
-    var waiters: [CheckedContinuation<ErasedValue, any Error>] = []
-    /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
-    var outcome: ErasedOutcome?
-    /// Whether the retrier has not finished yet (`client` is the user's).
-    var live = true
-    /// Whether the machine finished and `deliver` has not yet taken how (``RetryStateMachine/termination``) and
-    /// `value`.
-    var undelivered = false
+    /// Where the retrier is in its life, with what its end needs: one enum of two words, so that the state (which
+    /// every waiting retrier keeps) stays in a smaller allocation size class.
+    var phase = CallbackPhase.running(waiters: [])
 
     /// Whether `record`'s attempt is the one the machine is running.
     func isCurrent(_ record: CallbackAttempt) -> Bool {
         machine.currentAttempt == record.number
     }
+
+    /// Whether the retrier has not finished yet (`client` is the user's).
+    var isLive: Bool {
+        if case .running = phase { return true }
+        return false
+    }
+
+    /// The result, once the completion has run: what late ``RetryHandle/value`` awaits return.
+    var outcome: ErasedOutcome? {
+        if case .delivered(let outcome) = phase { return outcome }
+        return nil
+    }
+
+    /// Registers a task awaiting ``RetryHandle/value`` unless the result is known; returns the result if it is.
+    mutating func register(_ waiter: CallbackWaiter) -> ErasedOutcome? {
+        switch phase {
+        case .delivered(let outcome):
+            return outcome
+        case .running(var waiters):
+            phase = .delivering(waiters: [])  // releases the enum's reference, so that the append does not copy
+            waiters.append(waiter)
+            phase = .running(waiters: waiters)
+        case .finished(var waiters, let value):
+            phase = .delivering(waiters: [])
+            waiters.append(waiter)
+            phase = .finished(waiters: waiters, value: value)
+        case .delivering(var waiters):
+            phase = .delivering(waiters: [])
+            waiters.append(waiter)
+            phase = .delivering(waiters: waiters)
+        }
+        return nil
+    }
+}
+
+/// A task awaiting ``RetryHandle/value``.
+typealias CallbackWaiter = CheckedContinuation<ErasedValue, any Error>
+
+/// Where a retrier is in its life. Tasks awaiting ``RetryHandle/value`` are kept until the completion has run, then
+/// each is resumed exactly once, outside the lock.
+enum CallbackPhase {
+    /// Not finished: `client` is the user's.
+    case running(waiters: [CallbackWaiter])
+    /// The machine finished, and `deliver` has not yet taken how (``RetryStateMachine/termination``) and the
+    /// successful attempt's value.
+    case finished(waiters: [CallbackWaiter], value: ErasedValue?)
+    /// `deliver` is running the completion.
+    case delivering(waiters: [CallbackWaiter])
+    /// The completion has run, with this result.
+    case delivered(ErasedOutcome)
 }
 
 /// What to do after an input, outside the lock. An enum whose payloads are small (an idle step is just its tag), so
@@ -574,12 +616,8 @@ package struct CallbackRunner: @unchecked Sendable {
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
-    func register(_ continuation: CheckedContinuation<ErasedValue, any Error>) {
-        let outcome: ErasedOutcome? = withLock { s in
-            if let outcome = s.outcome { return outcome }
-            s.waiters.append(continuation)
-            return nil
-        }
+    func register(_ continuation: CallbackWaiter) {
+        let outcome = withLock { $0.register(continuation) }
         if let outcome { Self.resume(continuation, with: outcome) }
     }
 
@@ -610,7 +648,7 @@ package struct CallbackRunner: @unchecked Sendable {
         _ action: consuming RetryStateMachine.Action, value: ErasedValue? = nil, to s: inout CallbackRunnerState,
         _ effects: inout CallbackEffects
     ) -> CallbackStep {
-        guard s.live else { return .idle }
+        guard s.isLive else { return .idle }
         switch consume action {
         case .none:
             return .idle
@@ -635,9 +673,8 @@ package struct CallbackRunner: @unchecked Sendable {
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = .released
-            s.live = false
-            s.undelivered = true
-            s.value = value
+            guard case .running(let waiters) = s.phase else { return .idle }  // not reached: checked above
+            s.phase = .finished(waiters: waiters, value: value)
             return .finish
         }
     }
@@ -732,19 +769,18 @@ package struct CallbackRunner: @unchecked Sendable {
         var value: ErasedValue?
         var duplicates: [RetryAttempt] = []
         let termination: RetryTermination? = withLock { s in
-            guard s.undelivered else { return nil }
-            s.undelivered = false
-            value = s.value.take()
+            guard case .finished(let waiters, let finalValue) = s.phase else { return nil }
+            s.phase = .delivering(waiters: waiters)
+            value = finalValue
             if s.machine.hasDuplicates { duplicates = s.machine.takeDuplicates() }
-            return s.machine.termination
+            return s.machine.termination(withAttempts: client.observe != nil)  // events need the attempts
         }
         guard let termination else { return }
         client.finish(termination, value, duplicates)
         let outcome = ErasedOutcome(termination, value: value)
-        let waiters: [CheckedContinuation<ErasedValue, any Error>] = withLock { s in
-            s.outcome = outcome
-            let waiters = s.waiters
-            s.waiters = []
+        let waiters: [CallbackWaiter] = withLock { s in
+            guard case .delivering(let waiters) = s.phase else { return [] }  // not reached: only `deliver` moves on
+            s.phase = .delivered(outcome)
             return waiters
         }
         for waiter in waiters { Self.resume(waiter, with: outcome) }
@@ -770,8 +806,7 @@ package struct CallbackRunner: @unchecked Sendable {
         withLock { $0.machine.takeDuplicates() }
     }
 
-    private static func resume(_ continuation: CheckedContinuation<ErasedValue, any Error>, with outcome: ErasedOutcome)
-    {
+    private static func resume(_ continuation: CallbackWaiter, with outcome: ErasedOutcome) {
         switch outcome {
         case .success(let value): continuation.resume(returning: value)
         case .failure(let error): continuation.resume(throwing: error)

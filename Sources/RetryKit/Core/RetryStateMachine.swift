@@ -268,8 +268,20 @@ package struct RetryStateMachine: Sendable {
     /// How the retrier ended, once it has (after ``Action/finish``); `nil` before.
     @usableFromInline
     package var termination: RetryTermination? {
+        termination(withAttempts: true)
+    }
+
+    /// How the retrier ended, once it has; `nil` before. Without `withAttempts`, the termination has no
+    /// ``RetryTermination/failedAttempt`` or ``RetryTermination/succeededAttempt`` (only the final events need them), so
+    /// that a runner without an observer builds and destroys less.
+    package func termination(withAttempts: Bool) -> RetryTermination? {
         guard case .finished(let ending) = state else { return nil }
         let now = ending.at
+        guard withAttempts else {
+            return RetryTermination(
+                summary: RetrySummary(reason: ending.reason.summaryReason, attempts: attemptsRun, elapsed: now),
+                error: error(of: ending), failedAttempt: nil, succeededAttempt: nil)
+        }
         let attempt = RetryAttempt(
             number: attemptsRun, maxAttempts: configuration.maxAttempts, elapsed: ending.attemptStart)
         var failed: (attempt: RetryAttempt, error: any Error)?
@@ -443,8 +455,9 @@ package struct RetryStateMachine: Sendable {
     private mutating func failed(_ attempt: RetryAttempt, error: any Error, at now: Duration) -> Action {
         var error = error
         // A metatype comparison first: a conditional cast of an existential costs several hundred instructions, and
-        // almost every failure is the operation's own error.
-        if type(of: error) == RetryError.self, let missing = error as? RetryError,
+        // almost every failure is the operation's own error. The existential is opened (which only reads its box)
+        // rather than asked for `type(of:)` (a runtime call that looks for a dynamic type).
+        if Self.isRetryError(error), let missing = error as? RetryError,
             missing.reason == .missingResult || missing.reason == .completionReleased
         {
             // Made by a completion that does not know the attempt's place in the run: say which attempt, and when.
@@ -457,6 +470,11 @@ package struct RetryStateMachine: Sendable {
         state = .deciding(attempt, error: error)
         let context = RetryDecisionContext(retryIndex: attempt.number - 1, previousDelay: previousDelay)
         return .consultStrategy(context, error: error)
+    }
+
+    /// Whether `error`'s type is ``RetryError``: called with an `any Error`, which the call opens.
+    private static func isRetryError<E: Error>(_ error: E) -> Bool {
+        E.self == RetryError.self
     }
 
     private func deadlineError(at now: Duration) -> RetryError {
