@@ -188,6 +188,9 @@ private func alamofireRetries(method: String, status: Int?, code: URLError.Code?
                 action = machine.attemptFailed(attempt.number, error: failure, at: clock)
             case .consultStrategy(let context, let error):
                 action = machine.decide(context.resolve(strategy(error)), at: clock)
+            case .withdraw:
+                Issue.record("a withdrawal without a budget")
+                break loop
             case .retry(let delay, _, _):
                 waits.append(delay)
                 clock += delay

@@ -115,7 +115,7 @@ func runObservedRetry<Value: Sendable, C: Clock>(
                 observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
             case .finish:
                 termination?.forEachEvent(value: value) { observer($0) }
-            case .none:
+            case .withdraw, .none:
                 break
             }
         })

@@ -236,6 +236,7 @@ enum AsyncRetryStep {
         switch consume action {
         case .run(let attempt, _): self = .run(attempt.number)
         case .consultStrategy(let context, _): self = .consult(context)
+        case .withdraw: self = .fail(AsyncRetry.inconsistency())  // carried out where decided (`decidePaying`)
         case .retry(let delay, _, _): self = .wait(delay)
         case .finish: self = .fail(finalError() ?? AsyncRetry.inconsistency())
         case .none: self = .fail(AsyncRetry.inconsistency())
@@ -299,7 +300,7 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
     @inlinable @inline(__always)
     mutating func succeeded(_ number: Int, at now: Duration, observe _: RetryStateMachine.ActionObserver) {
         // Without a budget nothing reads the machine after a success: it is not told, and simply dropped. With one,
-        // the success refunds the budget.
+        // the success refunds the budget (the machine says how much).
         if let budget {
             AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget, at: now)
         }
@@ -379,7 +380,7 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
 
     @inlinable @inline(__always)
     mutating func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver) {
-        let action = machine.attemptSucceeded(number, at: now)
+        let action = machine.attemptSucceededRefunding(number, at: now)  // deposits a budget's refund
         if case .finish = action { observe(action, machine.termination) } else { observe(action, nil) }
     }
 
@@ -405,8 +406,9 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
         _ decision: RetryDecision, waitsOnClock _: Bool, cancelled _: Bool, at now: Duration,
         observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
-        // Every retry, even one without delay, goes through a `wait` step, where cancellation is checked.
-        let action = machine.decide(decision, at: now)
+        // Every retry, even one without delay, goes through a `wait` step, where cancellation is checked. A budget's
+        // withdrawal, if the machine asks for one, is carried out at once (`decidePaying`); it is not observed.
+        let action = machine.decidePaying(decision, at: now)
         return step(action, observe)
     }
 
@@ -484,14 +486,14 @@ final class AsyncRetryMachine {
         return started
     }
 
-    /// Attempt `number` succeeded, in a call with a budget: the machine refunds the budget. A first-try success has
-    /// no machine yet: one is started for it, so that the refund is the machine's decision in every case.
+    /// Attempt `number` succeeded, in a call with a budget: the budget gets the refund the machine says. A first-try
+    /// success has no machine yet: one is started for it, so that the refund is the machine's decision in every case.
     @usableFromInline
     static func succeeded(
         _ number: Int, _ machine: AsyncRetryMachine?, maxAttempts: Int, budget: RetryBudget, at now: Duration
     ) {
         let machine = machine ?? started(maxAttempts: maxAttempts, budget: budget)
-        _ = machine.machine.attemptSucceeded(number, at: now)
+        _ = machine.machine.attemptSucceededRefunding(number, at: now)
     }
 
     /// Attempt `number` failed with `error` (or the task was cancelled while it ran).
@@ -506,7 +508,7 @@ final class AsyncRetryMachine {
     /// duration type of the clock's own.
     @usableFromInline
     func decided(_ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at now: Duration) -> AsyncRetryStep {
-        let action = machine.decide(decision, at: now)
+        let action = machine.decidePaying(decision, at: now)  // a budget's withdrawal, if asked for, is paid here
         if !waitsOnClock, case .retry(let delay, _, _) = action, delay == .zero {
             return waited(cancelled: cancelled, at: now)
         }

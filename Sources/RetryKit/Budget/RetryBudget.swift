@@ -80,6 +80,7 @@ public final class RetryBudget: Sendable {
     ///
     /// - Parameter afterTimeout: Whether the failed attempt timed out (costs ``timeoutRetryCost``).
     /// - Returns: The tokens paid, or `nil` if the retry is refused.
+    @usableFromInline
     package func withdraw(afterTimeout: Bool) -> Int? {
         let cost = afterTimeout ? timeoutRetryCost : retryCost
         return tokens.withLock { balance in
@@ -93,9 +94,37 @@ public final class RetryBudget: Sendable {
     /// Records a success: refunds `paid` tokens (what the retry that led to the success cost), or
     /// ``successRefund`` for a first-try success.
     package func deposit(refundOf paid: Int?) {
-        let refund = paid ?? successRefund
+        deposit(paid ?? successRefund)
+    }
+
+    /// Puts `refund` tokens back, up to the capacity: what ``RetryStateMachine/budgetRefund`` says a success gives
+    /// back.
+    @usableFromInline
+    package func deposit(_ refund: Int) {
         tokens.withLock { balance in
             balance = refund >= capacity - balance ? capacity : balance + refund
         }
+    }
+}
+
+extension RetryStateMachine {
+    /// For runners: ``decide(_:at:)``, with the withdrawal it may ask for (``Action/withdraw(from:afterTimeout:)``)
+    /// carried out at once and answered at the same `now` (``budgetAnswered(_:at:)``). The withdrawal is the budget's
+    /// own thread-safe code and runs no user code, so a runner may do it wherever it feeds the decision, even under its
+    /// lock. Without a budget this is `decide` and one comparison.
+    @inlinable @inline(__always)
+    package mutating func decidePaying(_ decision: RetryDecision, at now: Duration) -> Action {
+        let action = decide(decision, at: now)
+        guard case .withdraw(let budget, let afterTimeout) = action else { return action }
+        return budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: now)
+    }
+
+    /// For runners: ``attemptSucceeded(_:at:)``, with the refund of a success that finished the retrier deposited
+    /// into the budget (``budgetRefund``). Without a budget this is `attemptSucceeded` and one comparison.
+    @inlinable @inline(__always)
+    package mutating func attemptSucceededRefunding(_ number: Int, at now: Duration) -> Action {
+        let action = attemptSucceeded(number, at: now)
+        if case .finish = action, let refund = budgetRefund { refund.budget.deposit(refund.tokens) }
+        return action
     }
 }

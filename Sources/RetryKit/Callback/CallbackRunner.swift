@@ -497,7 +497,7 @@ package struct CallbackRunner: @unchecked Sendable {
 
     private func begin() {
         let now = elapsed
-        handle { s, effects in apply(s.machine.start(at: now), to: &s, &effects) }
+        handle { s, effects in apply(s.machine.start(at: now), at: now, to: &s, &effects) }
     }
 
     /// A completion of `record`'s attempt was called with `result` (from any thread). The first call of the current
@@ -594,11 +594,11 @@ package struct CallbackRunner: @unchecked Sendable {
         handle { s, effects in
             guard s.timer === timer else { return .idle }
             effects.stopped = s.timer.take()
-            guard timer.attempt != 0 else { return apply(s.machine.waitElapsed(at: now), to: &s, &effects) }
+            guard timer.attempt != 0 else { return apply(s.machine.waitElapsed(at: now), at: now, to: &s, &effects) }
             let action = s.machine.attemptTimedOut(timer.attempt, at: now)
             if case .none = action { return .idle }
             effects.hook = s.hook.take()
-            return apply(action, to: &s, &effects)
+            return apply(action, at: now, to: &s, &effects)
         }
     }
 
@@ -608,7 +608,7 @@ package struct CallbackRunner: @unchecked Sendable {
         var client = CallbackClient.released
         let step = transition { s, effects in
             client = s.client  // copied before the transition: see `handle`
-            return apply(s.machine.cancel(at: now), to: &s, &effects)
+            return apply(s.machine.cancel(at: now), at: now, to: &s, &effects)
         }
         guard step.isFinish else { return }
         let user = client
@@ -633,20 +633,20 @@ package struct CallbackRunner: @unchecked Sendable {
         switch result {
         case .success(let success):
             value = success
-            action = s.machine.attemptSucceeded(number, at: now)
+            action = s.machine.attemptSucceededRefunding(number, at: now)  // a budget's refund: no user code
         case .failure(let error):
             action = s.machine.attemptFailed(number, error: error, at: now)
         }
         if case .none = action { return .idle }  // late: the attempt was cancelled or timed out
         effects.stopped = s.timer.take()
-        return apply(action, value: value, to: &s, &effects)
+        return apply(action, value: value, at: now, to: &s, &effects)
     }
 
     /// Turns the machine's action into a step, updating the runner's state to match. Runs inside the lock and runs no
     /// user code.
     private func apply(
-        _ action: consuming RetryStateMachine.Action, value: ErasedValue? = nil, to s: inout CallbackRunnerState,
-        _ effects: inout CallbackEffects
+        _ action: consuming RetryStateMachine.Action, value: ErasedValue? = nil, at now: Duration,
+        to s: inout CallbackRunnerState, _ effects: inout CallbackEffects
     ) -> CallbackStep {
         guard s.isLive else { return .idle }
         switch consume action {
@@ -661,6 +661,11 @@ package struct CallbackRunner: @unchecked Sendable {
             return .run(attempt, timeout: timeout, timer: timer)
         case .consultStrategy(let context, let error):
             return .consult(context, error: error)
+        case .withdraw(let budget, let afterTimeout):
+            // The decision's transition pays at once (`decidePaying`); the budget's withdrawal runs no user code.
+            return apply(
+                s.machine.budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: now), at: now, to: &s,
+                &effects)
         case .retry(let delay, let failed, let error):
             var timer: PendingTimer?
             if delay > .zero {
@@ -711,12 +716,13 @@ package struct CallbackRunner: @unchecked Sendable {
                 decidedAt = now
                 let observes = client.observe != nil
                 step = transition { s, effects in
-                    var action = s.machine.decide(decision, at: now)
+                    // A budget's withdrawal, if the machine asks for one, is carried out here: it runs no user code.
+                    var action = s.machine.decidePaying(decision, at: now)
                     // Without an observer, nothing happens between deciding a zero-delay retry and starting it.
                     if !observes, case .retry(let delay, _, _) = action, delay == .zero {
                         action = s.machine.waitElapsed(at: now)
                     }
-                    return apply(action, to: &s, &effects)
+                    return apply(action, at: now, to: &s, &effects)
                 }
             case .wait(let failed, let delay, let error, let timer):
                 if let observe = client.observe {
@@ -727,7 +733,7 @@ package struct CallbackRunner: @unchecked Sendable {
                     return
                 }
                 let now = decidedAt ?? elapsed
-                step = transition { s, effects in apply(s.machine.waitElapsed(at: now), to: &s, &effects) }
+                step = transition { s, effects in apply(s.machine.waitElapsed(at: now), at: now, to: &s, &effects) }
             case .finish:
                 deliver(client)
                 return

@@ -130,12 +130,16 @@ package struct RetryTermination: Sendable {
 ///
 /// ```
 /// start → run(1) → attemptFailed → consultStrategy → decide → retry(after: d) → waitElapsed → run(2) → …
-///                  attemptSucceeded → finish(succeeded)
+///                                                       ↳ withdraw → budgetAnswered ↗ (with a budget)
+///                  attemptSucceeded → finish(succeeded) (then deposit budgetRefund, with a budget)
 /// ```
 ///
-/// With a ``RetryBudget`` in the configuration, every retry must be paid for in ``decide(_:at:)`` (a refused retry
-/// finishes with ``RetryError/Reason-swift.enum/budgetExhausted``) and a success refunds what its retry cost. The budget is the
-/// one piece of state shared between state machines; it is thread-safe.
+/// With a ``RetryBudget`` in the configuration, every retry must be paid for: ``decide(_:at:)`` asks the runner to
+/// withdraw from the budget (``Action/withdraw(from:afterTimeout:)``) and waits for the answer
+/// (``budgetAnswered(_:at:)``); a refused retry finishes with ``RetryError/Reason-swift.enum/budgetExhausted``. A
+/// success refunds what its retry cost: the runner deposits ``budgetRefund`` once the machine has finished. The
+/// machine never touches the budget itself; the budget is the one piece of state shared between retriers, and it is
+/// thread-safe.
 ///
 /// Every event that does not fit the current state (a late or duplicate result, a timer that lost a race with
 /// cancel) returns ``Action/none``, so runners can forward events without checking state themselves.
@@ -152,6 +156,10 @@ package struct RetryStateMachine: Sendable {
         /// Ask the strategy about the failure, resolve it with the context (without holding a lock) and report the
         /// result with ``decide(_:at:)``.
         case consultStrategy(RetryDecisionContext, error: any Error)
+        /// Withdraw from `budget` for the retry just decided (``RetryBudget/withdraw(afterTimeout:)``, costlier after a
+        /// timed-out attempt) and report what it paid, or `nil` if it refused, with ``budgetAnswered(_:at:)``. Only
+        /// with a budget in the configuration; the withdrawal runs no user code.
+        case withdraw(from: RetryBudget, afterTimeout: Bool)
         /// Emit `attemptFailed(…, next: .retry(after: delay))`, wait `delay` (arming no timer for zero) and report
         /// ``waitElapsed(at:)``.
         case retry(after: Duration, failed: RetryAttempt, error: any Error)
@@ -170,7 +178,10 @@ package struct RetryStateMachine: Sendable {
     private enum State: Sendable {
         case idle
         case attempting(RetryAttempt)
-        case deciding(RetryAttempt, error: any Error)
+        /// The strategy is being asked about the failure of the attempt (its error is ``lastError``).
+        case deciding(RetryAttempt)
+        /// A retry after `delay` waits for the budget's answer (the failed attempt's error is ``lastError``).
+        case paying(RetryAttempt, delay: Duration)
         case waiting(nextAttempt: Int)
         case finished(Ending)
     }
@@ -338,7 +349,6 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func attemptSucceeded(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
-        configuration.budget?.deposit(refundOf: budgetPaid)
         return finish(.succeeded, at: now, last: .succeeded, of: attempt)
     }
 
@@ -367,7 +377,7 @@ package struct RetryStateMachine: Sendable {
     /// The strategy's resolved answer for the failure reported by ``Action/consultStrategy(_:error:)``.
     @usableFromInline
     package mutating func decide(_ decision: RetryDecision, at now: Duration) -> Action {
-        guard case .deciding(let attempt, let error) = state else { return .none }
+        guard case .deciding(let attempt) = state, let error = lastError else { return .none }
         switch decision {
         case .stop(let reason):
             return finish(.stopped(reason), at: now, last: .failed, of: attempt)
@@ -377,18 +387,44 @@ package struct RetryStateMachine: Sendable {
             if let deadline = configuration.totalTimeout, now + delay >= deadline {
                 return finish(.deadlineExceeded, at: now, last: .failed, of: attempt)
             }
+            // A hint is not a step of the backoff chain. Set before the budget answers: a refusal finishes the
+            // machine, and nothing reads the previous delay after that.
+            if case .retry = decision { previousDelay = delay }
             if let budget = configuration.budget {
                 let afterTimeout =
                     (error as? RetryError)?.reason == .attemptTimedOut || configuration.isTimeout?(error) == true
-                guard let paid = budget.withdraw(afterTimeout: afterTimeout) else {
-                    return finish(.budgetExhausted, at: now, last: .failed, of: attempt)
-                }
-                budgetPaid = paid
+                state = .paying(attempt, delay: delay)
+                return .withdraw(from: budget, afterTimeout: afterTimeout)
             }
-            if case .retry = decision { previousDelay = delay }  // a hint is not a step of the backoff chain
             state = .waiting(nextAttempt: attempt.number + 1)
             return .retry(after: delay, failed: attempt, error: error)
         }
+    }
+
+    /// The budget's answer to ``Action/withdraw(from:afterTimeout:)``: the tokens it took for the retry, or `nil` if it
+    /// refused. Paid, the retry goes ahead (``Action/retry(after:failed:error:)``); refused, the retrier finishes with
+    /// ``RetryError/Reason-swift.enum/budgetExhausted``. An answer the machine is not waiting for (after a cancel, or a
+    /// second one) returns ``Action/none``.
+    @usableFromInline
+    package mutating func budgetAnswered(_ paid: Int?, at now: Duration) -> Action {
+        guard case .paying(let attempt, let delay) = state, let error = lastError else { return .none }
+        guard let paid else {
+            return finish(.budgetExhausted, at: now, last: .failed, of: attempt)
+        }
+        budgetPaid = paid
+        state = .waiting(nextAttempt: attempt.number + 1)
+        return .retry(after: delay, failed: attempt, error: error)
+    }
+
+    /// What the runner deposits into the budget once the retrier has finished with a success
+    /// (``RetryBudget/deposit(_:)``): the tokens the retry that led to it cost, or the budget's `successRefund` for a
+    /// first-try success. `nil` without a budget, before the end, and after any other end.
+    @usableFromInline
+    package var budgetRefund: (budget: RetryBudget, tokens: Int)? {
+        guard let budget = configuration.budget, case .finished(let ending) = state,
+            case .succeeded = ending.reason
+        else { return nil }
+        return (budget, budgetPaid ?? budget.successRefund)
     }
 
     /// The wait chosen by ``decide(_:at:)`` is over.
@@ -467,7 +503,7 @@ package struct RetryStateMachine: Sendable {
         if attempt.number >= configuration.maxAttempts {
             return finish(.exhausted, at: now, last: .failed, of: attempt)
         }
-        state = .deciding(attempt, error: error)
+        state = .deciding(attempt)
         let context = RetryDecisionContext(retryIndex: attempt.number - 1, previousDelay: previousDelay)
         return .consultStrategy(context, error: error)
     }

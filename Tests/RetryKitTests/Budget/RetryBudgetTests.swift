@@ -87,6 +87,8 @@ struct RetryBudgetStateMachineTests {
                 action = machine.attemptFailed(attempt.number, error: Boom(), at: .zero)
             case .consultStrategy(let context, _):
                 action = machine.decide(context.resolve(RetryStrategy<ContinuousClock>.backoff(.none)), at: .zero)
+            case .withdraw(let budget, let afterTimeout):
+                action = machine.budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: .zero)
             case .retry:
                 retries += 1
                 action = machine.waitElapsed(at: .zero)
@@ -121,10 +123,22 @@ struct RetryBudgetStateMachineTests {
             Issue.record("strategy not consulted")
             return
         }
-        _ = machine.decide(context.resolve(RetryStrategy<ContinuousClock>.backoff(.none)), at: .zero)
+        let decided = machine.decide(context.resolve(RetryStrategy<ContinuousClock>.backoff(.none)), at: .zero)
+        guard case .withdraw(let asked, afterTimeout: false) = decided else {
+            Issue.record("no withdrawal asked for: \(decided)")
+            return
+        }
+        #expect(asked === budget)
+        #expect(budget.availableTokens == 20)  // the machine does not touch the budget
+        #expect(machine.budgetAnswered(budget.withdraw(afterTimeout: false), at: .zero).retryDelay == .zero)
         #expect(budget.availableTokens == 15)
         _ = machine.waitElapsed(at: .zero)
-        _ = machine.attemptSucceeded(2, at: .zero)
+        #expect(machine.attemptSucceeded(2, at: .zero).isFinish)
+        #expect(budget.availableTokens == 15)
+        let refund = machine.budgetRefund
+        #expect(refund?.budget === budget)
+        #expect(refund?.tokens == 5)
+        if let refund { refund.budget.deposit(refund.tokens) }
         #expect(budget.availableTokens == 20)
     }
 
@@ -147,6 +161,8 @@ struct RetryBudgetStateMachineTests {
                 continue
             }
             #expect(done.summary.reason == .succeeded)
+            // The runner deposits what the machine says the success refunds.
+            if let refund = machine.budgetRefund { refund.budget.deposit(refund.tokens) }
         }
         #expect(budget.availableTokens == budget.capacity)
     }

@@ -79,6 +79,8 @@ struct VirtualRun {
     var value: Int?
     var termination: RetryTermination?
     var end: Duration = .zero
+    /// The withdrawals the machine asked for, each with whether it followed a timeout.
+    var withdrawals: [Bool] = []
 
     var events: [String] { termination?.events(value: value).map(describe) ?? [] }
 }
@@ -106,12 +108,16 @@ func drive(
             case .success(let value):
                 run.value = value
                 action = machine.attemptSucceeded(attempt.number, at: now)
+                if action.isFinish, let refund = machine.budgetRefund { refund.budget.deposit(refund.tokens) }
             case .failure(let error):
                 action = machine.attemptFailed(attempt.number, error: error, at: now)
             }
         case .consultStrategy(let context, let error):
             run.contexts.append(context)
             action = machine.decide(context.resolve(strategy(error, context)), at: now)
+        case .withdraw(let budget, let afterTimeout):
+            run.withdrawals.append(afterTimeout)
+            action = machine.budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: now)
         case .retry(let delay, _, _):
             run.delays.append(delay)
             now += delay

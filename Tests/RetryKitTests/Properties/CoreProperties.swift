@@ -111,6 +111,8 @@ private func runMachine(_ testCase: RetrierCase) -> [String] {
             let number = failedAttempt(of: error) ?? context.retryIndex + 1
             action = machine.decide(
                 context.resolve(testCase.strategy.answer(afterAttempt: number, on: ContinuousClock.self)), at: now)
+        case .withdraw:
+            return found + ["a withdrawal without a budget"]
         case .retry(let delay, let failed, _):
             found += testCase.strategy.problems(with: delay, context: "after attempt \(failed.number)")
             now += delay
