@@ -649,8 +649,14 @@ package struct CallbackRunner: @unchecked Sendable {
         to s: inout CallbackRunnerState, _ effects: inout CallbackEffects
     ) -> CallbackStep {
         guard s.isLive else { return .idle }
+        var action = consume action
+        if case .withdraw(let budget, let afterTimeout) = action {
+            // The decision's transition pays at once (`decidePaying`); any other withdrawal is paid here. The budget's
+            // withdrawal runs no user code. Its answer is never another withdrawal.
+            action = s.machine.budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: now)
+        }
         switch consume action {
-        case .none:
+        case .none, .withdraw:
             return .idle
         case .run(let attempt, let timeout):
             var timer: PendingTimer?
@@ -661,11 +667,6 @@ package struct CallbackRunner: @unchecked Sendable {
             return .run(attempt, timeout: timeout, timer: timer)
         case .consultStrategy(let context, let error):
             return .consult(context, error: error)
-        case .withdraw(let budget, let afterTimeout):
-            // The decision's transition pays at once (`decidePaying`); the budget's withdrawal runs no user code.
-            return apply(
-                s.machine.budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: now), at: now, to: &s,
-                &effects)
         case .retry(let delay, let failed, let error):
             var timer: PendingTimer?
             if delay > .zero {
