@@ -124,7 +124,10 @@ extension RetryStateMachine {
     @inlinable @inline(__always)
     package mutating func attemptSucceededRefunding(_ number: Int, at now: Duration) -> Action {
         let action = attemptSucceeded(number, at: now)
-        if case .finish = action, let refund = budgetRefund { refund.budget.deposit(refund.tokens) }
+        // The budget is checked inline first: without one, a success costs no call.
+        if configuration.budget != nil, case .finish = action, let refund = budgetRefund {
+            refund.budget.deposit(refund.tokens)
+        }
         return action
     }
 }

@@ -8,6 +8,7 @@ package struct RetryConfiguration: Sendable {
     /// The time one attempt may take before it counts as failed; `nil` for none. Must be positive.
     package var attemptTimeout: Duration?
     /// A budget shared with other retriers that must pay for every retry; `nil` for none.
+    @usableFromInline
     package var budget: RetryBudget?
     /// Whether a failure is a timeout of the operation's own (a transport's timeout, say), charged to the budget like
     /// RetryKit's attempt timeout; `nil` when only RetryKit's attempt timeout counts.
@@ -248,7 +249,9 @@ package struct RetryStateMachine: Sendable {
         /// When the last attempt started (meaningful unless `last` is `.none`).
         let attemptStart: Duration
     }
-    private let configuration: RetryConfiguration
+    /// The limits, read by runners' inlined helpers (whether there is a budget) and otherwise by the machine only.
+    @usableFromInline
+    package let configuration: RetryConfiguration
     private var state: State = .idle
     private var attemptsRun = 0
     private var previousDelay: Duration?
