@@ -649,14 +649,9 @@ package struct CallbackRunner: @unchecked Sendable {
         to s: inout CallbackRunnerState, _ effects: inout CallbackEffects
     ) -> CallbackStep {
         guard s.isLive else { return .idle }
-        var action = consume action
-        if case .withdraw(let budget, let afterTimeout) = action {
-            // The decision's transition pays at once (`decidePaying`); any other withdrawal is paid here. The budget's
-            // withdrawal runs no user code. Its answer is never another withdrawal.
-            action = s.machine.budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: now)
-        }
         switch consume action {
         case .none, .withdraw:
+            // A withdrawal only follows a decision, and the decision's transition pays it at once (`decidePaying`).
             return .idle
         case .run(let attempt, let timeout):
             var timer: PendingTimer?
