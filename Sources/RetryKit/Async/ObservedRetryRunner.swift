@@ -9,6 +9,8 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
     case timedOut
     /// The task was cancelled while the attempt was waited for.
     case cancelled
+    /// The machine interrupted the attempt (a gated run's condition closed); its result, if it came, was dropped.
+    case interrupted
 }
 
 /// The runner behind the observed `retry` overloads and
@@ -74,12 +76,38 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     observer: (RetryEvent<Value>) -> Void,
     willStart: (RetryAttempt) -> Void
 ) async throws -> Value where C.Duration == Duration {
+    var machine = AsyncRetryFrameMachine(configuration)
+    return try await runObservedRetry(
+        machine: &machine, tolerance: tolerance, clock: clock, isolation: isolation, now: now,
+        runAttempt: runAttempt, strategy: strategy,
+        observer: observer, willStart: willStart)
+}
+
+/// ``runObservedRetry(configuration:tolerance:clock:isolation:now:runAttempt:strategy:observer:willStart:)`` with a
+/// machine of the caller's: a plain retrier's (``AsyncRetryFrameMachine``), or a run of trials
+/// (``AsyncTrialMachine``). A gated run's `runAttempt` races the attempt against the condition's changes and feeds them
+/// to that machine itself (``AsyncTrialMachine/attemptSignalled(at:)``); when the machine interrupts the attempt it
+/// reports ``AsyncAttemptOutcome/interrupted``. A repeating run returns the value of each success with the machine
+/// paused; the next call with the same machine waits the rest of the pause and goes on (`now` must go on measuring
+/// from the run's start).
+@inlinable
+@inline(__always)
+func runObservedRetry<Value: Sendable, C: Clock, M: AsyncRetryMachineHolder>(
+    machine: inout M,
+    tolerance: Duration?,
+    clock: C,
+    isolation: isolated (any Actor)?,
+    now: () -> Duration,
+    runAttempt: (_ attempt: RetryAttempt, _ timeout: Duration?) async -> AsyncAttemptOutcome<Value>,
+    strategy: (any Error) -> RetryStrategy<C>,
+    observer: (RetryEvent<Value>) -> Void,
+    willStart: (RetryAttempt) -> Void
+) async throws -> Value where C.Duration == Duration {
     // What the machine's actions said, for the attempt, the strategy and the last events.
     var running: (attempt: RetryAttempt, timeout: Duration?)?
     var consulted: (any Error)?
     var value: Value?  // the successful attempt's, for its event
     var interruption = AsyncAttemptInterruption.none
-    var machine = AsyncRetryFrameMachine(configuration)
     return try await runAsyncRetry(
         machine: &machine, observed: true, tolerance: tolerance, clock: clock,
         isolation: isolation,
@@ -99,6 +127,9 @@ func runObservedRetry<Value: Sendable, C: Clock>(
             case .cancelled:
                 interruption = .cancelled
                 throw CancellationError()
+            case .interrupted:
+                interruption = .interrupted
+                throw CancellationError()  // not seen: the machine has emitted the interruption
             }
         },
         interruption: { interruption },
@@ -115,8 +146,14 @@ func runObservedRetry<Value: Sendable, C: Clock>(
                 observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
             case .finish:
                 termination?.forEachEvent(value: value) { observer($0) }
-            case .withdraw, .awaitCondition, .interrupt, .repeatAfter, .none:
-                break  // a budget is paid where the machine decides; this runner runs no trials
+            case .interrupt(let attempt):
+                if let attempt {
+                    observer(.attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
+                }
+            case .repeatAfter(_, let succeeded):
+                if let value { observer(.attemptSucceeded(succeeded, value)) }
+            case .withdraw, .awaitCondition, .none:
+                break  // a budget is paid where the machine decides
             }
         })
 }
