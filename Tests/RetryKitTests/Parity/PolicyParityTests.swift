@@ -18,9 +18,6 @@ import Testing
 /// cancelled sequence returns `nil` where the callback style calls its completion with `CancellationError`).
 @Suite("Parity of gated and repeating policies", .timeLimit(.minutes(1)))
 struct PolicyParityTests {
-    private func attempt(_ number: Int, of maxAttempts: Int, at elapsed: Duration) -> RetryAttempt {
-        RetryAttempt(number: number, maxAttempts: maxAttempts, elapsed: elapsed)
-    }
 
     /// Runs `scenario` in both styles and compares each run with `expected`, or with `inherent[style]` for a style
     /// whose run differs by design (each test says why).
@@ -56,11 +53,7 @@ struct PolicyParityTests {
                 .failed(attempt(2, of: 3, at: .seconds(1)), error: "TestError(3)", next: .retry(after: .seconds(2))),
                 .started(attempt(3, of: 3, at: .seconds(3))),
                 .failed(attempt(3, of: 3, at: .seconds(3)), error: "TestError(4)", next: .giveUp(.exhausted)),
-                .finished(
-                    RetrySummary(reason: .exhausted, attempts: 4, elapsed: .milliseconds(73_500)),
-                    error: "TestError(4)"),
-                .result("error TestError(4)"),
-            ],
+            ] + .endFailed(.exhausted, attempts: 4, elapsed: .milliseconds(73_500), error: "TestError(4)"),
             waits: [.seconds(1), .seconds(1), .seconds(2)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -77,9 +70,7 @@ struct PolicyParityTests {
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
                 .started(a1), .succeeded(a1, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(6)), error: nil),
-                .result("value v3"),
-            ],
+            ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(6)),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -94,10 +85,7 @@ struct PolicyParityTests {
         let expected = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .finished(
-                    RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .milliseconds(2_500)), error: ended),
-                .result("error \(ended)"),
-            ],
+            ] + .endFailed(.conditionEnded, attempts: 1, elapsed: .milliseconds(2_500), error: ended),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -108,10 +96,7 @@ struct PolicyParityTests {
             maxAttempts: 5, condition: .some(nil), steps: [], script: [.idle(.seconds(5)), .finish])
         let ended = "RetryError(retry condition ended while false after 0 attempts)"
         let expected = ParityRun(
-            log: [
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 0, elapsed: .seconds(5)), error: ended),
-                .result("error \(ended)"),
-            ],
+            log: .endFailed(.conditionEnded, attempts: 0, elapsed: .seconds(5), error: ended),
             waits: [])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -128,9 +113,7 @@ struct PolicyParityTests {
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
                 .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
                 .started(a2), .succeeded(a2, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .milliseconds(1_500)), error: nil),
-                .result("value v3"),
-            ],
+            ] + .endSucceeded("v3", attempts: 3, elapsed: .milliseconds(1_500)),
             waits: [.seconds(1), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -152,9 +135,7 @@ struct PolicyParityTests {
                 .started(a1), .failed(a1, error: "TestError(3)", next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "TestError(4)", next: .retry(after: .seconds(2))),
                 .started(a3), .failed(a3, error: "TestError(5)", next: .giveUp(.deadlineExceeded)),
-                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 5, elapsed: .seconds(35)), error: deadline),
-                .result("error \(deadline)"),
-            ],
+            ] + .endFailed(.deadlineExceeded, attempts: 5, elapsed: .seconds(35), error: deadline),
             waits: [.seconds(1), .seconds(2), .seconds(1), .seconds(2)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -174,9 +155,7 @@ struct PolicyParityTests {
                     next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
                 .started(a1), .succeeded(a1, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(14)), error: nil),
-                .result("value v3"),
-            ],
+            ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(14)),
             waits: [.seconds(3), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -197,10 +176,7 @@ struct PolicyParityTests {
                 .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "TestError(3)", next: .retry(after: .seconds(2))),
                 .started(a3), .failed(a3, error: "TestError(4)", next: .giveUp(.budgetExhausted)),
-                .finished(
-                    RetrySummary(reason: .budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500)), error: refused),
-                .result("error \(refused)"),
-            ],
+            ] + .endFailed(.budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500), error: refused),
             waits: [.seconds(1), .seconds(1), .seconds(2)], tokens: 0)
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -214,11 +190,7 @@ struct PolicyParityTests {
         let expected = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .finished(
-                    RetrySummary(reason: .cancelled, attempts: 1, elapsed: .milliseconds(3_500)),
-                    error: "CancellationError()"),
-                .result("error CancellationError()"),
-            ],
+            ] + .endFailed(.cancelled, attempts: 1, elapsed: .milliseconds(3_500), error: "CancellationError()"),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -241,17 +213,13 @@ struct PolicyParityTests {
         let ended = "RetryError(retry condition ended while false after 2 attempts; last error: TestError(1))"
         let callback = ParityRun(
             log: before + [
-                .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 2, elapsed: .seconds(1)), error: ended),
-                .result("error \(ended)"),
-            ],
+                .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled))
+            ] + .endFailed(.conditionEnded, attempts: 2, elapsed: .seconds(1), error: ended),
             waits: [.seconds(1)])
         let async = ParityRun(
             log: before + [
-                .succeeded(a2, value: "late v2"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: .seconds(1)), error: nil),
-                .result("value late v2"),
-            ],
+                .succeeded(a2, value: "late v2")
+            ] + .endSucceeded("late v2", attempts: 2, elapsed: .seconds(1)),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: callback, inherent: [.async: async])
     }
@@ -277,9 +245,7 @@ struct PolicyParityTests {
                 .started(a1), .failed(a1, error: "TestError(7)", next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "TestError(8)", next: .retry(after: .seconds(2))),
                 .started(a3), .failed(a3, error: "TestError(9)", next: .giveUp(.exhausted)),
-                .finished(RetrySummary(reason: .exhausted, attempts: 9, elapsed: .seconds(37)), error: "TestError(9)"),
-                .result("error TestError(9)"),
-            ],
+            ] + .endFailed(.exhausted, attempts: 9, elapsed: .seconds(37), error: "TestError(9)"),
             waits: [
                 .seconds(1), .seconds(10), .seconds(10), .seconds(1), .seconds(2), .seconds(10), .seconds(1),
                 .seconds(2),
@@ -302,9 +268,7 @@ struct PolicyParityTests {
                 .started(a2), .succeeded(a2, value: "v3"), .result("value v3"),
                 .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "TestError(5)", next: .giveUp(.exhausted)),
-                .finished(RetrySummary(reason: .exhausted, attempts: 5, elapsed: .seconds(42)), error: "TestError(5)"),
-                .result("error TestError(5)"),
-            ],
+            ] + .endFailed(.exhausted, attempts: 5, elapsed: .seconds(42), error: "TestError(5)"),
             waits: [.seconds(10), .seconds(5), .seconds(1), .seconds(10), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -320,9 +284,7 @@ struct PolicyParityTests {
             log: [
                 .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
                 .started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled)),
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 2, elapsed: .seconds(10)), error: ended),
-                .result("error \(ended)"),
-            ],
+            ] + .endFailed(.conditionEnded, attempts: 2, elapsed: .seconds(10), error: ended),
             waits: [.seconds(10)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -340,10 +302,7 @@ struct PolicyParityTests {
                 .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
                 .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "TestError(3)", next: .giveUp(.exhausted)),
-                .finished(
-                    RetrySummary(reason: .exhausted, attempts: 3, elapsed: limit + .seconds(1)), error: "TestError(3)"),
-                .result("error TestError(3)"),
-            ],
+            ] + .endFailed(.exhausted, attempts: 3, elapsed: limit + .seconds(1), error: "TestError(3)"),
             waits: [limit, .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -358,9 +317,7 @@ struct PolicyParityTests {
         let expected = ParityRun(
             log: [
                 .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .seconds(16)), error: ended),
-                .result("error \(ended)"),
-            ],
+            ] + .endFailed(.conditionEnded, attempts: 1, elapsed: .seconds(16), error: ended),
             waits: [.seconds(10), .seconds(5)])
         await expectPolicyParity(scenario, expected: expected)
     }
