@@ -188,8 +188,8 @@ private func alamofireRetries(method: String, status: Int?, code: URLError.Code?
                 action = machine.attemptFailed(attempt.number, error: failure, at: clock)
             case .consultStrategy(let context, let error):
                 action = machine.decide(context.resolve(strategy(error)), at: clock)
-            case .withdraw:
-                Issue.record("a withdrawal without a budget")
+            case .withdraw, .awaitCondition, .interrupt, .repeatAfter:
+                Issue.record("not an action of this retrier: \(action)")
                 break loop
             case .retry(let delay, _, _):
                 waits.append(delay)

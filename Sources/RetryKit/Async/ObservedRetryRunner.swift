@@ -90,8 +90,8 @@ func runObservedRetry<Value: Sendable, C: Clock>(
                     observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
                 case .finish:
                     termination?.forEachEvent(value: value) { observer($0) }
-                case .withdraw, .none:
-                    break
+                case .withdraw, .awaitCondition, .interrupt, .repeatAfter, .none:
+                    break  // a budget is paid where the machine decides; this runner runs no trials
                 }
             })
     }

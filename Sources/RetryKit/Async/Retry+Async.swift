@@ -239,7 +239,7 @@ enum AsyncRetryStep {
         case .withdraw: self = .fail(AsyncRetry.inconsistency())  // carried out where decided (`decidePaying`)
         case .retry(let delay, _, _): self = .wait(delay)
         case .finish: self = .fail(finalError() ?? AsyncRetry.inconsistency())
-        case .none: self = .fail(AsyncRetry.inconsistency())
+        case .none, .awaitCondition, .interrupt, .repeatAfter: self = .fail(AsyncRetry.inconsistency())
         }
     }
 }

@@ -119,14 +119,18 @@ extension RetryStateMachine {
         return budgetAnswered(budget.withdraw(afterTimeout: afterTimeout), at: now)
     }
 
-    /// For runners: ``attemptSucceeded(_:at:)``, with the refund of a success that finished the retrier deposited
-    /// into the budget (``budgetRefund``). Without a budget this is `attemptSucceeded` and one comparison.
+    /// For runners: ``attemptSucceeded(_:at:)``, with the refund of a success that finished the retrier (or paused a
+    /// repeating run) deposited into the budget (``budgetRefund``). Without a budget this is `attemptSucceeded` and
+    /// one comparison.
     @inlinable @inline(__always)
     package mutating func attemptSucceededRefunding(_ number: Int, at now: Duration) -> Action {
         let action = attemptSucceeded(number, at: now)
         // The budget is checked inline first: without one, a success costs no call.
-        if configuration.budget != nil, case .finish = action, let refund = budgetRefund {
-            refund.budget.deposit(refund.tokens)
+        if configuration.budget != nil, let refund = budgetRefund {
+            switch action {
+            case .finish, .repeatAfter: refund.budget.deposit(refund.tokens)
+            case .run, .consultStrategy, .withdraw, .retry, .awaitCondition, .interrupt, .none: break
+            }
         }
         return action
     }

@@ -650,8 +650,9 @@ package struct CallbackRunner: @unchecked Sendable {
     ) -> CallbackStep {
         guard s.isLive else { return .idle }
         switch consume action {
-        case .none, .withdraw:
+        case .none, .withdraw, .awaitCondition, .interrupt, .repeatAfter:
             // A withdrawal only follows a decision, and the decision's transition pays it at once (`decidePaying`).
+            // This runner runs no trials yet (`CallbackPolicyRun` runs each trial as a retrier of its own).
             return .idle
         case .run(let attempt, let timeout):
             var timer: PendingTimer?

@@ -167,8 +167,38 @@ package struct RetryStateMachine: Sendable {
         /// Cancel any timer, emit the last events and complete: ``RetryStateMachine/termination`` says how the retrier
         /// ended. No payload, so that every action stays small and cheap to move (a termination is about 170 bytes).
         case finish
+        /// Cancel the wait, if one is armed, and do nothing until ``conditionChanged(_:at:)`` says the condition
+        /// opened or ended (a gated run only: no trial runs while the condition is closed).
+        case awaitCondition
+        /// The condition closed during a trial (a gated run only): cancel the attempt in flight (its cancel hook or task;
+        /// its result, if it still comes, is stale and ignored) or the wait; emit
+        /// `attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled))` if `attempt` is not `nil`
+        /// (the trial's attempt that was running or whose failure was being decided); then report
+        /// ``interrupted(at:)``.
+        case interrupt(RetryAttempt?)
+        /// A success of a repeating run: emit `attemptSucceeded` for `succeeded`, hand its value over, wait `delay`
+        /// (measured from the success) and report ``waitElapsed(at:)``; the next trial then starts afresh. With a
+        /// budget, the success's refund is deposited first (``budgetRefund``).
+        case repeatAfter(Duration, succeeded: RetryAttempt)
         /// Nothing to do: the event was stale.
         case none
+    }
+
+    /// What makes a retrier a run of trials: a condition that gates them, a pause and a new trial after each success.
+    /// Each trial is a fresh retrier of the configuration (its attempts numbered from 1, its own total deadline, its
+    /// own backoff chain); the summary counts the attempts of all trials and the time since the run started.
+    @usableFromInline
+    package struct Trials: Sendable {
+        /// Whether a condition gates the trials: none runs while it is closed (``conditionChanged(_:at:)``).
+        package var gated: Bool
+        /// The pause after each success before the next trial; `nil` when the first success ends the run. Clamped by
+        /// the machine (negative counts as zero, longer than ``BackoffStrategy/saturationLimit`` as that limit).
+        package var repeatDelay: Duration?
+
+        package init(gated: Bool, repeatDelay: Duration?) {
+            self.gated = gated
+            self.repeatDelay = repeatDelay
+        }
     }
 
     /// What a runner shows the actions it carries out to (the async runner's observed shape): each action, with the
@@ -184,7 +214,32 @@ package struct RetryStateMachine: Sendable {
         /// A retry after `delay` waits for the budget's answer (the failed attempt's error is ``lastError``).
         case paying(RetryAttempt, delay: Duration)
         case waiting(nextAttempt: Int)
+        /// A gated run waits for its condition to open; no trial runs.
+        case awaitingCondition
+        /// The condition closed during a trial: waiting for the runner to report ``interrupted(at:)``.
+        case interrupting
+        /// A repeating run pauses after a success, before the next trial.
+        case pausing
         case finished(Ending)
+    }
+
+    /// The state of a run of trials (see ``Trials``): what the condition said last, and where the current trial began.
+    private struct TrialState: Sendable {
+        let trials: Trials
+        var open = false
+        var ended = false
+        /// The version of the last condition snapshot recorded.
+        var version: UInt64?
+        /// When the current trial started (time since the run started): a trial's times are measured from it.
+        var origin: Duration = .zero
+        /// The attempts of the trials before the current one.
+        var attemptsBefore = 0
+    }
+
+    /// ``TrialState`` out of line, so that a machine that runs no trials (almost all of them) stays one word larger
+    /// than without it. Replaced, never mutated in place (it changes a few times per trial at most).
+    private indirect enum TrialBox: Sendable {
+        case state(TrialState)
     }
 
     /// How the retrier ended, compactly: ``termination`` rebuilds the rest from the machine's fields (the last error,
@@ -207,7 +262,7 @@ package struct RetryStateMachine: Sendable {
         /// rare ends that have one (a strategy's stop, an invalid configuration) allocate that box. Unboxed, a
         /// reason would make every machine (and every waiting retrier) some 30 bytes larger.
         enum Reason: Sendable {
-            case succeeded, exhausted, deadlineExceeded, cancelled, budgetExhausted
+            case succeeded, exhausted, deadlineExceeded, cancelled, budgetExhausted, conditionEnded
             indirect case stopped(RetryStopReason)
             /// An invalid configuration, with the problem (the error's message).
             indirect case invalid(String)
@@ -221,6 +276,7 @@ package struct RetryStateMachine: Sendable {
                 case .deadlineExceeded: self = .deadlineExceeded
                 case .cancelled: self = .cancelled
                 case .budgetExhausted: self = .budgetExhausted
+                case .conditionEnded: self = .conditionEnded
                 case .stopped(let stop): self = .stopped(stop)
                 case .invalidConfiguration(let problem): self = .invalid(problem)
                 default: self = .other(reason)
@@ -235,6 +291,7 @@ package struct RetryStateMachine: Sendable {
                 case .deadlineExceeded: return .deadlineExceeded
                 case .cancelled: return .cancelled
                 case .budgetExhausted: return .budgetExhausted
+                case .conditionEnded: return .conditionEnded
                 case .stopped(let stop): return .stopped(stop)
                 case .invalid: return .invalidConfiguration
                 case .other(let reason): return reason
@@ -244,7 +301,7 @@ package struct RetryStateMachine: Sendable {
 
         let reason: Reason
         let last: Last
-        /// When the retrier finished.
+        /// When the retrier finished (in a run of trials: since the last trial started).
         let at: Duration
         /// When the last attempt started (meaningful unless `last` is `.none`).
         let attemptStart: Duration
@@ -263,14 +320,44 @@ package struct RetryStateMachine: Sendable {
     private var duplicates: [(sequence: UInt64, attempt: RetryAttempt)] = []
     /// The sequence number of the last duplicate completion.
     private var duplicateSequence: UInt64 = 0
+    /// A run of trials' state; `nil` for a plain retrier.
+    private var trialBox: TrialBox?
 
-    /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
+    /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``); with `trials`, a run
+    /// of trials of it (gated by a condition, repeating after each success).
     @usableFromInline
-    package init(_ configuration: consuming RetryConfiguration) {
+    package init(_ configuration: consuming RetryConfiguration, trials: Trials? = nil) {
         // Bounded in place: `configuration.bounded` would copy the configuration (its budget and closure) once more.
         if let total = configuration.totalTimeout { configuration.totalTimeout = DelayMath.bounded(total) }
         if let attempt = configuration.attemptTimeout { configuration.attemptTimeout = DelayMath.bounded(attempt) }
         self.configuration = configuration
+        if var trials {
+            trials.repeatDelay = trials.repeatDelay.map(DelayMath.clamp)
+            trialBox = .state(TrialState(trials: trials))
+        }
+    }
+
+    /// A run of trials' state, read and replaced as a whole.
+    private var trialState: TrialState? {
+        get {
+            guard case .state(let state)? = trialBox else { return nil }
+            return state
+        }
+        set { trialBox = newValue.map(TrialBox.state) }
+    }
+
+    /// `now` (time since the run started) as time since the current trial started: the time of every deadline,
+    /// attempt and error. The same for a plain retrier.
+    private func local(_ now: Duration) -> Duration {
+        guard let origin = trialState?.origin else { return now }
+        return now - origin
+    }
+
+    /// The attempts of every trial (the summary's count): those of the current one for a plain retrier.
+    private var totalAttempts: Int {
+        guard let before = trialState?.attemptsBefore else { return attemptsRun }
+        let (sum, overflow) = before.addingReportingOverflow(attemptsRun)
+        return overflow ? .max : sum
     }
 
     /// Whether the retrier has finished.
@@ -291,10 +378,11 @@ package struct RetryStateMachine: Sendable {
     package func termination(withAttempts: Bool) -> RetryTermination? {
         guard case .finished(let ending) = state else { return nil }
         let now = ending.at
+        let summary = RetrySummary(
+            reason: ending.reason.summaryReason, attempts: totalAttempts, elapsed: now + (trialState?.origin ?? .zero))
         guard withAttempts else {
             return RetryTermination(
-                summary: RetrySummary(reason: ending.reason.summaryReason, attempts: attemptsRun, elapsed: now),
-                error: error(of: ending), failedAttempt: nil, succeededAttempt: nil)
+                summary: summary, error: error(of: ending), failedAttempt: nil, succeededAttempt: nil)
         }
         let attempt = RetryAttempt(
             number: attemptsRun, maxAttempts: configuration.maxAttempts, elapsed: ending.attemptStart)
@@ -307,9 +395,7 @@ package struct RetryStateMachine: Sendable {
         case .succeeded: succeeded = attempt
         }
         return RetryTermination(
-            summary: RetrySummary(reason: ending.reason.summaryReason, attempts: attemptsRun, elapsed: now),
-            error: error(of: ending),
-            failedAttempt: failed, succeededAttempt: succeeded)
+            summary: summary, error: error(of: ending), failedAttempt: failed, succeededAttempt: succeeded)
     }
 
     /// The error the retrier finished with (``RetryTermination/error``), once it has; `nil` before, and after a
@@ -328,6 +414,7 @@ package struct RetryStateMachine: Sendable {
         case .budgetExhausted:
             return RetryError(.budgetExhausted, lastError: lastError, attempts: attemptsRun, elapsed: ending.at)
         case .invalid(let problem): return RetryError(.invalidConfiguration(problem))
+        case .conditionEnded: return RetryError(.conditionEnded, lastError: lastError, attempts: totalAttempts)
         case .exhausted, .stopped, .other: return lastError  // the last attempt's own error
         }
     }
@@ -338,28 +425,42 @@ package struct RetryStateMachine: Sendable {
         return nil
     }
 
-    /// Starts the retrier: runs attempt 1, or finishes at once if the configuration is invalid.
+    /// Starts the retrier: runs attempt 1 (a run of trials: its first trial), or finishes at once if the configuration
+    /// is invalid.
     @usableFromInline
     package mutating func start(at now: Duration) -> Action {
         guard case .idle = state else { return .none }
         if let problem = configuration.problem {
             return finish(.invalidConfiguration(problem), at: now)
         }
-        return run(1, at: now)
+        guard trialBox != nil else { return run(1, at: now) }
+        return nextTrial(at: now)
     }
 
-    /// Attempt `number` succeeded.
+    /// Starts a gated run of trials with the condition as it was when the runner began observing it: open, the first
+    /// trial runs; closed, the run waits for it (``Action/awaitCondition``), or finishes with
+    /// ``RetryError/Reason-swift.enum/conditionEnded`` if it has ended. Otherwise ``start(at:)``.
+    package mutating func start(at now: Duration, condition: RetryConditionSnapshot) -> Action {
+        if case .idle = state { record(condition) }
+        return start(at: now)
+    }
+
+    /// Attempt `number` succeeded. A repeating run pauses (``Action/repeatAfter(_:succeeded:)``); any other finishes.
     @usableFromInline
     package mutating func attemptSucceeded(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
-        return finish(.succeeded, at: now, last: .succeeded, of: attempt)
+        if let delay = trialState?.trials.repeatDelay {
+            state = .pausing
+            return .repeatAfter(delay, succeeded: attempt)
+        }
+        return finish(.succeeded, at: local(now), last: .succeeded, of: attempt)
     }
 
     /// Attempt `number` failed with `error`.
     @usableFromInline
     package mutating func attemptFailed(_ number: Int, error: any Error, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
-        return failed(attempt, error: error, at: now)
+        return failed(attempt, error: error, at: local(now))
     }
 
     /// The per-attempt timer of attempt `number` fired.
@@ -369,6 +470,7 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func attemptTimedOut(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
+        let now = local(now)
         let timeout = Self.timeoutError(attempt.number, at: now)
         if let deadline = configuration.totalTimeout, now >= deadline {
             lastError = lastError ?? timeout
@@ -381,6 +483,7 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func decide(_ decision: RetryDecision, at now: Duration) -> Action {
         guard case .deciding(let attempt) = state, let error = lastError else { return .none }
+        let now = local(now)
         switch decision {
         case .stop(let reason):
             return finish(.stopped(reason), at: now, last: .failed, of: attempt)
@@ -412,36 +515,110 @@ package struct RetryStateMachine: Sendable {
     package mutating func budgetAnswered(_ paid: Int?, at now: Duration) -> Action {
         guard case .paying(let attempt, let delay) = state, let error = lastError else { return .none }
         guard let paid else {
-            return finish(.budgetExhausted, at: now, last: .failed, of: attempt)
+            return finish(.budgetExhausted, at: local(now), last: .failed, of: attempt)
         }
         budgetPaid = paid
         state = .waiting(nextAttempt: attempt.number + 1)
         return .retry(after: delay, failed: attempt, error: error)
     }
 
-    /// What the runner deposits into the budget once the retrier has finished with a success
-    /// (``RetryBudget/deposit(_:)``): the tokens the retry that led to it cost, or the budget's `successRefund` for a
-    /// first-try success. `nil` without a budget, before the end, and after any other end.
+    /// What the runner deposits into the budget once the retrier has finished with a success, or a repeating run
+    /// paused after one (``RetryBudget/deposit(_:)``): the tokens the retry that led to it cost, or the budget's
+    /// `successRefund` for a first-try success. `nil` without a budget, before the end, and after any other end.
     @usableFromInline
     package var budgetRefund: (budget: RetryBudget, tokens: Int)? {
-        guard let budget = configuration.budget, case .finished(let ending) = state,
-            case .succeeded = ending.reason
-        else { return nil }
+        guard let budget = configuration.budget else { return nil }
+        switch state {
+        case .finished(let ending):
+            guard case .succeeded = ending.reason else { return nil }
+        case .pausing:
+            break
+        case .idle, .attempting, .deciding, .paying, .waiting, .awaitingCondition, .interrupting:
+            return nil
+        }
         return (budget, budgetPaid ?? budget.successRefund)
     }
 
-    /// The wait chosen by ``decide(_:at:)`` is over.
+    /// The wait chosen by ``decide(_:at:)``, or the pause of ``Action/repeatAfter(_:succeeded:)``, is over.
     @usableFromInline
     package mutating func waitElapsed(at now: Duration) -> Action {
-        guard case .waiting(let next) = state else { return .none }
-        return run(next, at: now)
+        switch state {
+        case .waiting(let next): return run(next, at: local(now))
+        case .pausing: return nextTrial(at: now)
+        default: return .none
+        }
     }
 
     /// The retrier is cancelled. A no-op once it has finished.
     @usableFromInline
     package mutating func cancel(at now: Duration) -> Action {
         if isFinished { return .none }
-        return finish(.cancelled, at: now)
+        return finish(.cancelled, at: local(now))
+    }
+
+    // MARK: - Trials
+
+    /// The condition of a gated run changed (``RetryConditionSnapshot``, from whatever thread changed it; a snapshot
+    /// older than one already recorded is ignored).
+    ///
+    /// Waiting for the condition, an open one starts a trial (``Action/run(_:timeout:)`` of attempt 1) and an ended one
+    /// finishes the run with ``RetryError/Reason-swift.enum/conditionEnded``. During a trial, a closed one interrupts
+    /// it (``Action/interrupt(_:)``). The pause of a repeating run is not affected (the next trial waits for the
+    /// condition when the pause is over).
+    package mutating func conditionChanged(_ snapshot: RetryConditionSnapshot, at now: Duration) -> Action {
+        guard trialState?.trials.gated == true, record(snapshot), let trial = trialState else { return .none }
+        let open = trial.open
+        switch state {
+        case .awaitingCondition where open || trial.ended:
+            return nextTrial(at: now)
+        case .attempting(let attempt) where !open, .deciding(let attempt) where !open,
+            .paying(let attempt, _) where !open:
+            state = .interrupting
+            return .interrupt(attempt)
+        case .waiting where !open:
+            state = .interrupting
+            return .interrupt(nil)
+        case .idle, .attempting, .deciding, .paying, .waiting, .awaitingCondition, .interrupting, .pausing, .finished:
+            return .none
+        }
+    }
+
+    /// The runner carried out ``Action/interrupt(_:)``: the next trial starts if the condition opened again meanwhile;
+    /// otherwise the run waits for it, or finishes if it has ended.
+    package mutating func interrupted(at now: Duration) -> Action {
+        guard case .interrupting = state else { return .none }
+        return nextTrial(at: now)
+    }
+
+    /// Records a condition snapshot; returns `false` if it is older than one already recorded (or there are no trials).
+    @discardableResult
+    private mutating func record(_ snapshot: RetryConditionSnapshot) -> Bool {
+        guard var trial = trialState else { return false }
+        if let version = trial.version, snapshot.version <= version { return false }
+        trial.version = snapshot.version
+        trial.open = snapshot.isOpen
+        trial.ended = snapshot.ended
+        trialState = trial
+        return true
+    }
+
+    /// Between trials (`now` is the time since the run started): start one if the condition allows, finish if it never
+    /// will again, or wait for it.
+    private mutating func nextTrial(at now: Duration) -> Action {
+        guard var trial = trialState else { return .none }
+        if trial.trials.gated && !trial.open {
+            if trial.ended { return finish(.conditionEnded, at: local(now)) }
+            state = .awaitingCondition
+            return .awaitCondition
+        }
+        let (sum, overflow) = trial.attemptsBefore.addingReportingOverflow(attemptsRun)
+        trial.attemptsBefore = overflow ? .max : sum
+        trial.origin = now
+        trialState = trial
+        attemptsRun = 0
+        previousDelay = nil
+        budgetPaid = nil
+        return run(1, at: .zero)
     }
 
     // MARK: - Duplicate completions

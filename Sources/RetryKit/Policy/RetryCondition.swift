@@ -212,6 +212,12 @@ package struct RetryConditionSnapshot: Sendable {
     package var ended: Bool
     package var version: UInt64
 
+    package init(value: Bool?, ended: Bool, version: UInt64) {
+        self.value = value
+        self.ended = ended
+        self.version = version
+    }
+
     /// Whether attempts may run.
     package var isOpen: Bool { value == true }
 }

@@ -94,8 +94,8 @@ struct RetryBudgetStateMachineTests {
                 action = machine.waitElapsed(at: .zero)
             case .finish:
                 return (machine.termination, retries)
-            case .none:
-                Issue.record("stale action")
+            case .none, .awaitCondition, .interrupt, .repeatAfter:
+                Issue.record("not an action of a plain retrier: \(action)")
                 return (nil, retries)
             }
         }

@@ -130,6 +130,9 @@ func drive(
         case .none:
             Issue.record("the machine answered .none to an event that fits its state")
             return run
+        case .awaitCondition, .interrupt, .repeatAfter:
+            Issue.record("not an action of a plain retrier: \(action)")
+            return run
         }
     }
     Issue.record("the machine did not finish within 1,000 steps")
