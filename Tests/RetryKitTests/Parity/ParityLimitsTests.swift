@@ -17,12 +17,10 @@ struct ParityLimitsTests {
         // 15 tokens, 5 a retry; another retrier sharing the budget has paid for 2 retries: 5 tokens left, one retry.
         scenario.budget = ParityBudget(capacity: 15, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 2)
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let refused = "RetryError(retry budget exhausted after 2 attempts in \(d[0]); last error: TestError(2))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.budgetExhausted)),
             ] + .endFailed(.budgetExhausted, attempts: 2, elapsed: d[0], error: refused),
             waits: [d[0]], tokens: 0)
@@ -35,13 +33,9 @@ struct ParityLimitsTests {
         // 30 tokens, 2 retries of another retrier (20 left), 2 of ours (10 left), the success refunds 5: 15.
         scenario.budget = ParityBudget(capacity: 30, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 2)
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
-        let a2 = attempt(2, of: 4, at: d[0])
         let a3 = attempt(3, of: 4, at: d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
+            log: .failedAndRetried(d, of: 4) + [
                 .started(a3), .succeeded(a3, value: "v3"),
             ] + .endSucceeded("v3", attempts: 3, elapsed: d[0] + d[1]),
             waits: d, tokens: 15)
@@ -128,13 +122,11 @@ struct ParityLimitsTests {
         var scenario = ParityScenario(maxAttempts: 5, attemptTimeout: .seconds(5), steps: [.fail, .hang])
         let d = scenario.coreDelays(1)
         scenario.totalTimeout = d[0] + .seconds(3)  // attempt 2 would time out at d0 + 5 s
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let end = d[0] + .seconds(3)
         let deadline = "RetryError(retry deadline exceeded after 2 attempts in \(end); last error: TestError(1))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2),
                 .failed(
                     a2, error: "RetryError(attempt timed out after 2 attempts in \(end))",
@@ -192,11 +184,9 @@ extension ParityLimitsTests {
         var stop = ParityScenario(maxAttempts: 5, steps: [], stopOn: 2)
         stop.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
         let d = stop.coreDelays(2)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let expectedStop = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried([d[0]], of: 5) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.stopped)),
             ] + .endFailed(.stopped, attempts: 2, elapsed: d[0], error: "TestError(2)"),
             waits: [d[0]], tokens: 45)
@@ -205,10 +195,8 @@ extension ParityLimitsTests {
         var cancel = ParityScenario(maxAttempts: 5, steps: [], cancel: .duringWait(2))
         cancel.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
         let expectedCancel = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-            ] + .endFailed(.cancelled, attempts: 2, elapsed: d[0] + d[1] / 2, error: "CancellationError()"),
+            log: .failedAndRetried(d, of: 5)
+                + .endFailed(.cancelled, attempts: 2, elapsed: d[0] + d[1] / 2, error: "CancellationError()"),
             waits: d, tokens: 40)
         await expectParity(cancel, expected: expectedCancel, styles: ParityStyle.allCases)
     }
@@ -219,12 +207,10 @@ extension ParityLimitsTests {
         let d = deadline.coreDelays(2)
         deadline.totalTimeout = d[0] + d[1] / 2
         deadline.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
-        let a1 = attempt(1, of: 10, at: .zero)
         let a2 = attempt(2, of: 10, at: d[0])
         let exceeded = "RetryError(retry deadline exceeded after 2 attempts in \(d[0]); last error: TestError(2))"
         let expectedDeadline = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried([d[0]], of: 10) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.deadlineExceeded)),
             ] + .endFailed(.deadlineExceeded, attempts: 2, elapsed: d[0], error: exceeded),
             waits: [d[0]], tokens: 45)
@@ -233,13 +219,9 @@ extension ParityLimitsTests {
         var immediate = ParityScenario(maxAttempts: 4, steps: [.fail, .fail, .succeed])
         immediate.immediateRetries = true
         immediate.budget = ParityBudget(capacity: 12, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 0)
-        let i1 = attempt(1, of: 4, at: .zero)
-        let i2 = attempt(2, of: 4, at: .zero)
         let i3 = attempt(3, of: 4, at: .zero)
         let expectedImmediate = ParityRun(
-            log: [
-                .started(i1), .failed(i1, error: "TestError(1)", next: .retry(after: .zero)),
-                .started(i2), .failed(i2, error: "TestError(2)", next: .retry(after: .zero)),
+            log: .failedAndRetried([.zero, .zero], of: 4) + [
                 .started(i3), .succeeded(i3, value: "v3"),
             ] + .endSucceeded("v3", attempts: 3, elapsed: .zero),
             waits: [], tokens: 7)

@@ -287,6 +287,23 @@ enum ParityEntry: Hashable, Sendable, CustomStringConvertible {
 }
 
 extension [ParityEntry] {
+    /// The events of attempts 1, 2, … of a retrier (or of a policy's trial) with `maxAttempts`, one for each of
+    /// `delays`: each fails with `TestError(k)`, `k` counted from `firstError`, and is retried after its delay; each
+    /// starts when the waits before it are over.
+    static func failedAndRetried(_ delays: [Duration], of maxAttempts: Int, firstError: Int = 1) -> Self {
+        var events: Self = []
+        var elapsed = Duration.zero
+        for (index, delay) in delays.enumerated() {
+            let started = attempt(index + 1, of: maxAttempts, at: elapsed)
+            events += [
+                .started(started),
+                .failed(started, error: "TestError(\(firstError + index))", next: .retry(after: delay)),
+            ]
+            elapsed += delay
+        }
+        return events
+    }
+
     /// The last lines of a run that succeeds with `value`: its `finished` event, then the value the caller gets.
     static func endSucceeded(_ value: String, attempts: Int, elapsed: Duration) -> Self {
         [

@@ -28,13 +28,9 @@ struct ParityTests {
     func successAfterTwoFailures() async {
         let scenario = ParityScenario(maxAttempts: 4, steps: [.fail, .fail, .succeed])
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
-        let a2 = attempt(2, of: 4, at: d[0])
         let a3 = attempt(3, of: 4, at: d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
+            log: .failedAndRetried(d, of: 4) + [
                 .started(a3), .succeeded(a3, value: "v3"),
             ] + .endSucceeded("v3", attempts: 3, elapsed: d[0] + d[1]),
             waits: d)
@@ -45,13 +41,9 @@ struct ParityTests {
     func exhaustion() async {
         let scenario = ParityScenario(maxAttempts: 3, steps: [.fail, .fail, .fail])
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 3, at: .zero)
-        let a2 = attempt(2, of: 3, at: d[0])
         let a3 = attempt(3, of: 3, at: d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
+            log: .failedAndRetried(d, of: 3) + [
                 .started(a3), .failed(a3, error: "TestError(3)", next: .giveUp(.exhausted)),
             ] + .endFailed(.exhausted, attempts: 3, elapsed: d[0] + d[1], error: "TestError(3)"),
             waits: d)
@@ -62,11 +54,9 @@ struct ParityTests {
     func stop() async {
         let scenario = ParityScenario(maxAttempts: 5, steps: [.fail, .fail, .succeed], stopOn: 2)
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.stopped)),
             ] + .endFailed(.stopped, attempts: 2, elapsed: d[0], error: "TestError(2)"),
             waits: d)
@@ -78,15 +68,11 @@ struct ParityTests {
         var scenario = ParityScenario(maxAttempts: 10, steps: [])
         let d = scenario.coreDelays(3)
         scenario.totalTimeout = d[0] + d[1] + d[2] / 2  // the third wait would end after it
-        let a1 = attempt(1, of: 10, at: .zero)
-        let a2 = attempt(2, of: 10, at: d[0])
         let a3 = attempt(3, of: 10, at: d[0] + d[1])
         let deadline =
             "RetryError(retry deadline exceeded after 3 attempts in \(d[0] + d[1]); last error: TestError(3))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
+            log: .failedAndRetried([d[0], d[1]], of: 10) + [
                 .started(a3), .failed(a3, error: "TestError(3)", next: .giveUp(.deadlineExceeded)),
             ] + .endFailed(.deadlineExceeded, attempts: 3, elapsed: d[0] + d[1], error: deadline),
             waits: [d[0], d[1]])
@@ -98,13 +84,11 @@ struct ParityTests {
         var scenario = ParityScenario(maxAttempts: 5, steps: [.fail, .hang])
         let d = scenario.coreDelays(1)
         scenario.totalTimeout = d[0] + .seconds(3)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let deadline =
             "RetryError(retry deadline exceeded after 2 attempts in \(d[0] + .seconds(3)); last error: TestError(1))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2),
                 .failed(
                     a2, error: "RetryError(attempt timed out after 2 attempts in \(d[0] + .seconds(3)))",
@@ -118,13 +102,9 @@ struct ParityTests {
     func cancelDuringAWait() async {
         let scenario = ParityScenario(maxAttempts: 5, steps: [], cancel: .duringWait(2))
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 5, at: .zero)
-        let a2 = attempt(2, of: 5, at: d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-            ] + .endFailed(.cancelled, attempts: 2, elapsed: d[0] + d[1] / 2, error: "CancellationError()"),
+            log: .failedAndRetried(d, of: 5)
+                + .endFailed(.cancelled, attempts: 2, elapsed: d[0] + d[1] / 2, error: "CancellationError()"),
             waits: d)
         await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
@@ -150,12 +130,10 @@ struct ParityTests {
     func cancelDuringAnAttempt() async {
         let scenario = ParityScenario(maxAttempts: 5, steps: [.fail, .hang], cancel: .duringAttempt(2))
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2),
+            log: .failedAndRetried(d, of: 5) + [
+                .started(a2)
             ] + .endFailed(.cancelled, attempts: 2, elapsed: d[0], error: "CancellationError()"),
             waits: [d[0]])
         await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)

@@ -66,8 +66,7 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+            log: .failedAndRetried([.seconds(1)], of: 5) + [
                 .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
                 .started(a1), .succeeded(a1, value: "v3"),
             ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(6)),
@@ -80,12 +79,10 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), steps: [],
             script: [.halfWait, .set(false), .idle(.seconds(2)), .finish])
-        let a1 = attempt(1, of: 5, at: .zero)
         let ended = "RetryError(retry condition ended while false after 1 attempt; last error: TestError(1))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-            ] + .endFailed(.conditionEnded, attempts: 1, elapsed: .milliseconds(2_500), error: ended),
+            log: .failedAndRetried([.seconds(1)], of: 5)
+                + .endFailed(.conditionEnded, attempts: 1, elapsed: .milliseconds(2_500), error: ended),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -128,9 +125,7 @@ struct PolicyParityTests {
         let a3 = attempt(3, of: 5, at: .seconds(3))
         let deadline = "RetryError(retry deadline exceeded after 3 attempts in 3.0 seconds; last error: TestError(5))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: .seconds(2))),
+            log: .failedAndRetried([.seconds(1), .seconds(2)], of: 5) + [
                 // abandoned halfway through that wait; 30 s later, a trial with its own 4 s
                 .started(a1), .failed(a1, error: "TestError(3)", next: .retry(after: .seconds(1))),
                 .started(a2), .failed(a2, error: "TestError(4)", next: .retry(after: .seconds(2))),
@@ -186,11 +181,9 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), steps: [],
             script: [.halfWait, .set(false), .idle(.seconds(3)), .cancel])
-        let a1 = attempt(1, of: 5, at: .zero)
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-            ] + .endFailed(.cancelled, attempts: 1, elapsed: .milliseconds(3_500), error: "CancellationError()"),
+            log: .failedAndRetried([.seconds(1)], of: 5)
+                + .endFailed(.cancelled, attempts: 1, elapsed: .milliseconds(3_500), error: "CancellationError()"),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -235,8 +228,7 @@ struct PolicyParityTests {
         let a2 = attempt(2, of: 3, at: .seconds(1))
         let a3 = attempt(3, of: 3, at: .seconds(3))
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+            log: .failedAndRetried([.seconds(1)], of: 3) + [
                 .started(a2), .succeeded(a2, value: "v2"), .result("value v2"),
                 .started(a1), .succeeded(a1, value: "v3"), .result("value v3"),
                 .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
