@@ -59,15 +59,10 @@ struct ParityLimitsTests {
         // 100 tokens: 20 for the retry after the timeout, 5 for the one after the failure, 5 back for the success.
         scenario.budget = ParityBudget(capacity: 100, retryCost: 5, timeoutRetryCost: 20)
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
         let a2 = attempt(2, of: 4, at: .seconds(2) + d[0])
         let a3 = attempt(3, of: 4, at: .seconds(2) + d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 4, retryAfter: d[0]) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
                 .started(a3), .succeeded(a3, value: "v3"),
             ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(2) + d[0] + d[1]),
@@ -98,15 +93,10 @@ struct ParityLimitsTests {
         let scenario = ParityScenario(
             maxAttempts: 4, totalTimeout: .seconds(60), attemptTimeout: .seconds(2), steps: [.hang, .hang, .succeed])
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
         let a2 = attempt(2, of: 4, at: .seconds(2) + d[0])
         let a3 = attempt(3, of: 4, at: .seconds(4) + d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 4, retryAfter: d[0]) + [
                 .started(a2),
                 .failed(
                     a2, error: "RetryError(attempt timed out after 2 attempts in \(.seconds(4) + d[0]))",
@@ -141,16 +131,11 @@ struct ParityLimitsTests {
         var scenario = ParityScenario(maxAttempts: 10, attemptTimeout: .seconds(2), steps: [.hang, .fail])
         let d = scenario.coreDelays(2)
         scenario.totalTimeout = .seconds(2) + d[0] + d[1] / 2  // the second wait would end after it
-        let a1 = attempt(1, of: 10, at: .zero)
         let a2 = attempt(2, of: 10, at: .seconds(2) + d[0])
         let end = .seconds(2) + d[0]
         let deadline = "RetryError(retry deadline exceeded after 2 attempts in \(end); last error: TestError(2))"
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 10, retryAfter: d[0]) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.deadlineExceeded)),
             ] + .endFailed(.deadlineExceeded, attempts: 2, elapsed: end, error: deadline),
             waits: [.seconds(2), d[0]])
@@ -165,14 +150,9 @@ extension ParityLimitsTests {
         let scenario = ParityScenario(
             maxAttempts: 2, attemptTimeout: .seconds(2), steps: [.hangThenLateValue, .fail])
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(2) + d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 2, retryAfter: d[0]) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.exhausted)),
             ] + .endFailed(.exhausted, attempts: 2, elapsed: .seconds(2) + d[0], error: "TestError(2)"),
             waits: [.seconds(2), d[0]])
@@ -251,12 +231,9 @@ extension ParityLimitsTests {
             ),
         ])
     func invalidTimeouts(total: Duration?, attempt: Duration?, problem: String) async {
-        let scenario = ParityScenario(maxAttempts: 3, totalTimeout: total, attemptTimeout: attempt, steps: [.succeed])
-        let error = "RetryError(invalid retry configuration: \(problem) after 0 attempts)"
-        let expected = ParityRun(
-            log: .endFailed(.invalidConfiguration, attempts: 0, elapsed: .zero, error: error),
-            waits: [])
-        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
+        await expectInvalidConfiguration(
+            ParityScenario(maxAttempts: 3, totalTimeout: total, attemptTimeout: attempt, steps: [.succeed]),
+            problem: problem, styles: ParityStyle.timed)
     }
 
     @Test("Timeouts of .seconds(Int64.max): clamped to the saturation limit alike in every style")

@@ -304,6 +304,17 @@ extension [ParityEntry] {
         return events
     }
 
+    /// The events of a first attempt (of a retrier or trial with `maxAttempts`) that times out after `timeout` and is
+    /// retried after `delay`.
+    static func timedOutAndRetried(after timeout: Duration, of maxAttempts: Int, retryAfter delay: Duration) -> Self {
+        let first = attempt(1, of: maxAttempts, at: .zero)
+        return [
+            .started(first),
+            .failed(
+                first, error: "RetryError(attempt timed out after 1 attempt in \(timeout))", next: .retry(after: delay)),
+        ]
+    }
+
     /// The last lines of a run that succeeds with `value`: its `finished` event, then the value the caller gets.
     static func endSucceeded(_ value: String, attempts: Int, elapsed: Duration) -> Self {
         [
@@ -760,6 +771,18 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
 }
 
 // MARK: - Checking
+
+/// Checks that every one of `styles` rejects `scenario` as an invalid configuration saying `problem`: no attempt, no
+/// wait, a `finished` event with the `RetryError`, and the same error for the caller.
+func expectInvalidConfiguration(
+    _ scenario: ParityScenario, problem: String, styles: [ParityStyle],
+    sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    let error = "RetryError(invalid retry configuration: \(problem) after 0 attempts)"
+    let expected = ParityRun(
+        log: .endFailed(.invalidConfiguration, attempts: 0, elapsed: .zero, error: error), waits: [])
+    await expectParity(scenario, expected: expected, styles: styles, sourceLocation: sourceLocation)
+}
 
 /// Checks that every style's run equals the first style's (the reference), and that the reference is `expected`,
 /// which the tests build from the core's delays.

@@ -113,14 +113,9 @@ struct ParityTests {
     func attemptTimeout() async {
         let scenario = ParityScenario(maxAttempts: 3, attemptTimeout: .seconds(2), steps: [.hang, .succeed])
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 3, at: .zero)
         let a2 = attempt(2, of: 3, at: .seconds(2) + d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 3, retryAfter: d[0]) + [
                 .started(a2), .succeeded(a2, value: "v2"),
             ] + .endSucceeded("v2", attempts: 2, elapsed: .seconds(2) + d[0]),
             waits: [.seconds(2), d[0]])
@@ -150,12 +145,9 @@ struct ParityTests {
 
     @Test("An invalid configuration: RetryError, no attempt")
     func invalidConfiguration() async {
-        let scenario = ParityScenario(maxAttempts: 0, steps: [.succeed])
-        let error = "RetryError(invalid retry configuration: maxAttempts must be at least 1 (got 0) after 0 attempts)"
-        let expected = ParityRun(
-            log: .endFailed(.invalidConfiguration, attempts: 0, elapsed: .zero, error: error),
-            waits: [])
-        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
+        await expectInvalidConfiguration(
+            ParityScenario(maxAttempts: 0, steps: [.succeed]), problem: "maxAttempts must be at least 1 (got 0)",
+            styles: ParityStyle.allCases)
     }
 
     @Test("An attempt that completes twice: the duplicate is reported before the next attempt starts")

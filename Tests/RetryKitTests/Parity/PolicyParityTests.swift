@@ -42,18 +42,14 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 3, condition: .some(false), steps: [],
             script: [.idle(.seconds(60)), .set(true), .halfWait, .set(false), .idle(.seconds(10)), .set(true), .toEnd])
-        let t1 = attempt(1, of: 3, at: .zero)
+        let t3 = attempt(3, of: 3, at: .seconds(3))
         let expected = ParityRun(
-            log: [
-                // Trial 1, opened after 60 s: its wait is cut short halfway by the condition; no event says so.
-                .started(t1), .failed(t1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+            // Trial 1, opened after 60 s: its wait is cut short halfway by the condition; no event says so.
+            log: .failedAndRetried([.seconds(1)], of: 3)
                 // Trial 2, 10.5 s later: all three attempts again, the same waits.
-                .started(t1), .failed(t1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(attempt(2, of: 3, at: .seconds(1))),
-                .failed(attempt(2, of: 3, at: .seconds(1)), error: "TestError(3)", next: .retry(after: .seconds(2))),
-                .started(attempt(3, of: 3, at: .seconds(3))),
-                .failed(attempt(3, of: 3, at: .seconds(3)), error: "TestError(4)", next: .giveUp(.exhausted)),
-            ] + .endFailed(.exhausted, attempts: 4, elapsed: .milliseconds(73_500), error: "TestError(4)"),
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 2)
+                + [.started(t3), .failed(t3, error: "TestError(4)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 4, elapsed: .milliseconds(73_500), error: "TestError(4)"),
             waits: [.seconds(1), .seconds(1), .seconds(2)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -103,14 +99,11 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 2, condition: .some(true), steps: [.fail, .fail, .succeed],
             script: [.halfWait, .set(false), .set(true), .toEnd])
-        let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .succeeded(a2, value: "v3"),
-            ] + .endSucceeded("v3", attempts: 3, elapsed: .milliseconds(1_500)),
+            log: .failedAndRetried([.seconds(1)], of: 2)
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 2) + [.started(a2), .succeeded(a2, value: "v3")]
+                + .endSucceeded("v3", attempts: 3, elapsed: .milliseconds(1_500)),
             waits: [.seconds(1), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -120,17 +113,14 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), totalTimeout: .seconds(4), steps: [],
             script: [.wait, .halfWait, .set(false), .idle(.seconds(30)), .set(true), .toEnd])
-        let a1 = attempt(1, of: 5, at: .zero)
-        let a2 = attempt(2, of: 5, at: .seconds(1))
         let a3 = attempt(3, of: 5, at: .seconds(3))
         let deadline = "RetryError(retry deadline exceeded after 3 attempts in 3.0 seconds; last error: TestError(5))"
         let expected = ParityRun(
-            log: .failedAndRetried([.seconds(1), .seconds(2)], of: 5) + [
+            log: .failedAndRetried([.seconds(1), .seconds(2)], of: 5)
                 // abandoned halfway through that wait; 30 s later, a trial with its own 4 s
-                .started(a1), .failed(a1, error: "TestError(3)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(4)", next: .retry(after: .seconds(2))),
-                .started(a3), .failed(a3, error: "TestError(5)", next: .giveUp(.deadlineExceeded)),
-            ] + .endFailed(.deadlineExceeded, attempts: 5, elapsed: .seconds(35), error: deadline),
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 5, firstError: 3)
+                + [.started(a3), .failed(a3, error: "TestError(5)", next: .giveUp(.deadlineExceeded))]
+                + .endFailed(.deadlineExceeded, attempts: 5, elapsed: .seconds(35), error: deadline),
             waits: [.seconds(1), .seconds(2), .seconds(1), .seconds(2)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -143,11 +133,7 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: .seconds(4))
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 3.0 seconds)",
-                    next: .retry(after: .seconds(1))),
+            log: .timedOutAndRetried(after: .seconds(3), of: 5, retryAfter: .seconds(1)) + [
                 .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
                 .started(a1), .succeeded(a1, value: "v3"),
             ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(14)),
@@ -161,17 +147,13 @@ struct PolicyParityTests {
             maxAttempts: 5, condition: .some(true),
             budget: ParityBudget(capacity: 15, retryCost: 5, timeoutRetryCost: 10), steps: [],
             script: [.halfWait, .set(false), .idle(.seconds(1)), .set(true), .toEnd])
-        let a1 = attempt(1, of: 5, at: .zero)
-        let a2 = attempt(2, of: 5, at: .seconds(1))
         let a3 = attempt(3, of: 5, at: .seconds(3))
         let refused = "RetryError(retry budget exhausted after 3 attempts in 3.0 seconds; last error: TestError(4))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(3)", next: .retry(after: .seconds(2))),
-                .started(a3), .failed(a3, error: "TestError(4)", next: .giveUp(.budgetExhausted)),
-            ] + .endFailed(.budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500), error: refused),
+            log: .failedAndRetried([.seconds(1)], of: 5)
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 5, firstError: 2)
+                + [.started(a3), .failed(a3, error: "TestError(4)", next: .giveUp(.budgetExhausted))]
+                + .endFailed(.budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500), error: refused),
             waits: [.seconds(1), .seconds(1), .seconds(2)], tokens: 0)
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -228,16 +210,14 @@ struct PolicyParityTests {
         let a2 = attempt(2, of: 3, at: .seconds(1))
         let a3 = attempt(3, of: 3, at: .seconds(3))
         let expected = ParityRun(
-            log: .failedAndRetried([.seconds(1)], of: 3) + [
-                .started(a2), .succeeded(a2, value: "v2"), .result("value v2"),
-                .started(a1), .succeeded(a1, value: "v3"), .result("value v3"),
-                .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(5)", next: .retry(after: .seconds(2))),
-                .started(a3), .succeeded(a3, value: "v6"), .result("value v6"),
-                .started(a1), .failed(a1, error: "TestError(7)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(8)", next: .retry(after: .seconds(2))),
-                .started(a3), .failed(a3, error: "TestError(9)", next: .giveUp(.exhausted)),
-            ] + .endFailed(.exhausted, attempts: 9, elapsed: .seconds(37), error: "TestError(9)"),
+            log: .failedAndRetried([.seconds(1)], of: 3)
+                + [.started(a2), .succeeded(a2, value: "v2"), .result("value v2")]
+                + [.started(a1), .succeeded(a1, value: "v3"), .result("value v3")]
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 4)
+                + [.started(a3), .succeeded(a3, value: "v6"), .result("value v6")]
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 7)
+                + [.started(a3), .failed(a3, error: "TestError(9)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 9, elapsed: .seconds(37), error: "TestError(9)"),
             waits: [
                 .seconds(1), .seconds(10), .seconds(10), .seconds(1), .seconds(2), .seconds(10), .seconds(1),
                 .seconds(2),
