@@ -35,9 +35,7 @@ struct ParityLimitsTests {
         let d = scenario.coreDelays(2)
         let a3 = attempt(3, of: 4, at: d[0] + d[1])
         let expected = ParityRun(
-            log: .failedAndRetried(d, of: 4) + [
-                .started(a3), .succeeded(a3, value: "v3"),
-            ] + .endSucceeded("v3", attempts: 3, elapsed: d[0] + d[1]),
+            log: .failedAndRetried(d, of: 4) + .succeeding(a3),
             waits: d, tokens: 15)
         await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
 
@@ -46,9 +44,7 @@ struct ParityLimitsTests {
             capacity: 30, retryCost: 5, timeoutRetryCost: 10, successRefund: 3, retriesByOthers: 2)
         let a = attempt(1, of: 4, at: .zero)
         let expectedFirstTry = ParityRun(
-            log: [
-                .started(a), .succeeded(a, value: "v1"),
-            ] + .endSucceeded("v1", attempts: 1, elapsed: .zero),
+            log: .succeeding(a),
             waits: [], tokens: 23)
         await expectParity(firstTry, expected: expectedFirstTry, styles: ParityStyle.allCases)
     }
@@ -64,8 +60,7 @@ struct ParityLimitsTests {
         let expected = ParityRun(
             log: .timedOutAndRetried(after: .seconds(2), of: 4, retryAfter: d[0]) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-                .started(a3), .succeeded(a3, value: "v3"),
-            ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(2) + d[0] + d[1]),
+            ] + .succeeding(a3),
             waits: [.seconds(2), d[0], d[1]], tokens: 80)
         await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
@@ -101,8 +96,7 @@ struct ParityLimitsTests {
                 .failed(
                     a2, error: "RetryError(attempt timed out after 2 attempts in \(.seconds(4) + d[0]))",
                     next: .retry(after: d[1])),
-                .started(a3), .succeeded(a3, value: "v3"),
-            ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(4) + d[0] + d[1]),
+            ] + .succeeding(a3),
             waits: [.seconds(2), d[0], .seconds(2), d[1]])
         await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
@@ -201,9 +195,7 @@ extension ParityLimitsTests {
         immediate.budget = ParityBudget(capacity: 12, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 0)
         let i3 = attempt(3, of: 4, at: .zero)
         let expectedImmediate = ParityRun(
-            log: .failedAndRetried([.zero, .zero], of: 4) + [
-                .started(i3), .succeeded(i3, value: "v3"),
-            ] + .endSucceeded("v3", attempts: 3, elapsed: .zero),
+            log: .failedAndRetried([.zero, .zero], of: 4) + .succeeding(i3),
             waits: [], tokens: 7)
         await expectParity(immediate, expected: expectedImmediate, styles: ParityStyle.allCases)
 
@@ -247,8 +239,7 @@ extension ParityLimitsTests {
         let expected = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: timedOut, next: .retry(after: d[0])),
-                .started(a2), .succeeded(a2, value: "v2"),
-            ] + .endSucceeded("v2", attempts: 2, elapsed: limit + d[0]),
+            ] + .succeeding(a2),
             waits: [limit, d[0]])
         await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
 

@@ -323,6 +323,14 @@ extension [ParityEntry] {
         ]
     }
 
+    /// The last lines of a run whose attempt `last` succeeds at once with `"v\(n)"` (`n` its number): its events, the
+    /// `finished` event, then the value the caller gets.
+    static func succeeding(_ last: RetryAttempt) -> Self {
+        let value = "v\(last.number)"
+        return [.started(last), .succeeded(last, value: value)]
+            + endSucceeded(value, attempts: last.number, elapsed: last.elapsed)
+    }
+
     /// The last lines of a run that gives up with `error`: its `finished` event, then the error the caller gets.
     static func endFailed(
         _ reason: RetryError.Reason, attempts: Int, elapsed: Duration, error: String

@@ -30,9 +30,7 @@ struct ParityTests {
         let d = scenario.coreDelays(2)
         let a3 = attempt(3, of: 4, at: d[0] + d[1])
         let expected = ParityRun(
-            log: .failedAndRetried(d, of: 4) + [
-                .started(a3), .succeeded(a3, value: "v3"),
-            ] + .endSucceeded("v3", attempts: 3, elapsed: d[0] + d[1]),
+            log: .failedAndRetried(d, of: 4) + .succeeding(a3),
             waits: d)
         await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
@@ -115,9 +113,7 @@ struct ParityTests {
         let d = scenario.coreDelays(1)
         let a2 = attempt(2, of: 3, at: .seconds(2) + d[0])
         let expected = ParityRun(
-            log: .timedOutAndRetried(after: .seconds(2), of: 3, retryAfter: d[0]) + [
-                .started(a2), .succeeded(a2, value: "v2"),
-            ] + .endSucceeded("v2", attempts: 2, elapsed: .seconds(2) + d[0]),
+            log: .timedOutAndRetried(after: .seconds(2), of: 3, retryAfter: d[0]) + .succeeding(a2),
             waits: [.seconds(2), d[0]])
         await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }

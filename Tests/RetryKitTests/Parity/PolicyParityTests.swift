@@ -70,15 +70,24 @@ struct PolicyParityTests {
         await expectPolicyParity(scenario, expected: expected)
     }
 
-    @Test("Gated: the condition ends while false: conditionEnded with the last attempt's error")
-    func endsWhileFalse() async {
+    @Test(
+        "Gated: closed during a wait, then ended (conditionEnded, the last error) or cancelled: no further attempt",
+        arguments: [
+            (
+                PolicyParityScenario.Command.finish, RetryError.Reason.conditionEnded,
+                "RetryError(retry condition ended while false after 1 attempt; last error: TestError(1))"
+            ),
+            (.cancel, .cancelled, "CancellationError()"),
+        ])
+    func endsWhileWaitingForTheCondition(end: PolicyParityScenario.Command, reason: RetryError.Reason, error: String)
+        async
+    {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), steps: [],
-            script: [.halfWait, .set(false), .idle(.seconds(2)), .finish])
-        let ended = "RetryError(retry condition ended while false after 1 attempt; last error: TestError(1))"
+            script: [.halfWait, .set(false), .idle(.seconds(2)), end])
         let expected = ParityRun(
             log: .failedAndRetried([.seconds(1)], of: 5)
-                + .endFailed(.conditionEnded, attempts: 1, elapsed: .milliseconds(2_500), error: ended),
+                + .endFailed(reason, attempts: 1, elapsed: .milliseconds(2_500), error: error),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -155,18 +164,6 @@ struct PolicyParityTests {
                 + [.started(a3), .failed(a3, error: "TestError(4)", next: .giveUp(.budgetExhausted))]
                 + .endFailed(.budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500), error: refused),
             waits: [.seconds(1), .seconds(1), .seconds(2)], tokens: 0)
-        await expectPolicyParity(scenario, expected: expected)
-    }
-
-    @Test("Gated: a cancel while the run waits for the condition: CancellationError, no further attempt")
-    func cancelWhileWaitingForTheCondition() async {
-        let scenario = PolicyParityScenario(
-            maxAttempts: 5, condition: .some(true), steps: [],
-            script: [.halfWait, .set(false), .idle(.seconds(3)), .cancel])
-        let expected = ParityRun(
-            log: .failedAndRetried([.seconds(1)], of: 5)
-                + .endFailed(.cancelled, attempts: 1, elapsed: .milliseconds(3_500), error: "CancellationError()"),
-            waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
 
