@@ -323,6 +323,11 @@ extension [ParityEntry] {
         ]
     }
 
+    /// The events of a repetition's attempt that succeeds at once with `value`, then the value delivered.
+    static func delivering(_ value: String, at attempt: RetryAttempt) -> Self {
+        [.started(attempt), .succeeded(attempt, value: value), .result("value \(value)")]
+    }
+
     /// The last lines of a run whose attempt `last` succeeds at once with `"v\(n)"` (`n` its number): its events, the
     /// `finished` event, then the value the caller gets.
     static func succeeding(_ last: RetryAttempt) -> Self {

@@ -177,11 +177,8 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), steps: [.fail, .hangThenLateValue],
             script: [.wait, .hang, .set(false), .finish])
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: .seconds(1))
-        let before: [ParityEntry] = [
-            .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))), .started(a2),
-        ]
+        let before: [ParityEntry] = .failedAndRetried([.seconds(1)], of: 5) + [.started(a2)]
         let ended = "RetryError(retry condition ended while false after 2 attempts; last error: TestError(1))"
         let callback = ParityRun(
             log: before + [
@@ -208,10 +205,9 @@ struct PolicyParityTests {
         let a3 = attempt(3, of: 3, at: .seconds(3))
         let expected = ParityRun(
             log: .failedAndRetried([.seconds(1)], of: 3)
-                + [.started(a2), .succeeded(a2, value: "v2"), .result("value v2")]
-                + [.started(a1), .succeeded(a1, value: "v3"), .result("value v3")]
+                + .delivering("v2", at: a2) + .delivering("v3", at: a1)
                 + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 4)
-                + [.started(a3), .succeeded(a3, value: "v6"), .result("value v6")]
+                + .delivering("v6", at: a3)
                 + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 7)
                 + [.started(a3), .failed(a3, error: "TestError(9)", next: .giveUp(.exhausted))]
                 + .endFailed(.exhausted, attempts: 9, elapsed: .seconds(37), error: "TestError(9)"),
@@ -231,13 +227,11 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .succeeded(a2, value: "v3"), .result("value v3"),
-                .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(5)", next: .giveUp(.exhausted)),
-            ] + .endFailed(.exhausted, attempts: 5, elapsed: .seconds(42), error: "TestError(5)"),
+            log: .delivering("v1", at: a1)
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 2) + .delivering("v3", at: a2)
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 4)
+                + [.started(a2), .failed(a2, error: "TestError(5)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 5, elapsed: .seconds(42), error: "TestError(5)"),
             waits: [.seconds(10), .seconds(5), .seconds(1), .seconds(10), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -250,10 +244,9 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 3, at: .zero)
         let ended = "RetryError(retry condition ended while false after 2 attempts)"
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled)),
-            ] + .endFailed(.conditionEnded, attempts: 2, elapsed: .seconds(10), error: ended),
+            log: .delivering("v1", at: a1)
+                + [.started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled))]
+                + .endFailed(.conditionEnded, attempts: 2, elapsed: .seconds(10), error: ended),
             waits: [.seconds(10)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -264,14 +257,12 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 2, condition: nil, repeatDelay: .seconds(Int64.max), steps: [.succeed, .fail, .fail],
             script: [.toEnd])
-        let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(3)", next: .giveUp(.exhausted)),
-            ] + .endFailed(.exhausted, attempts: 3, elapsed: limit + .seconds(1), error: "TestError(3)"),
+            log: .delivering("v1", at: attempt(1, of: 2, at: .zero))
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 2)
+                + [.started(a2), .failed(a2, error: "TestError(3)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 3, elapsed: limit + .seconds(1), error: "TestError(3)"),
             waits: [limit, .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -284,9 +275,8 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 2, at: .zero)
         let ended = "RetryError(retry condition ended while false after 1 attempt)"
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-            ] + .endFailed(.conditionEnded, attempts: 1, elapsed: .seconds(16), error: ended),
+            log: .delivering("v1", at: a1)
+                + .endFailed(.conditionEnded, attempts: 1, elapsed: .seconds(16), error: ended),
             waits: [.seconds(10), .seconds(5)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -300,13 +290,13 @@ struct PolicyParityTests {
             script: [.wait, .wait, .halfWait, .cancel])
         let a1 = attempt(1, of: 3, at: .zero)
         let a2 = attempt(2, of: 3, at: .seconds(1))
-        let events: [ParityEntry] = [
-            .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-            .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-            .started(a2), .succeeded(a2, value: "v3"), .result("value v3"),
-            .finished(
-                RetrySummary(reason: .cancelled, attempts: 3, elapsed: .seconds(16)), error: "CancellationError()"),
-        ]
+        let events: [ParityEntry] =
+            .delivering("v1", at: a1) + .failedAndRetried([.seconds(1)], of: 3, firstError: 2)
+            + .delivering("v3", at: a2)
+            + [
+                .finished(
+                    RetrySummary(reason: .cancelled, attempts: 3, elapsed: .seconds(16)), error: "CancellationError()")
+            ]
         let waits: [Duration] = [.seconds(10), .seconds(1), .seconds(10)]
         await expectPolicyParity(
             scenario, expected: ParityRun(log: events + [.result("error CancellationError()")], waits: waits),
