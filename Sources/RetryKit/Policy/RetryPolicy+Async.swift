@@ -15,7 +15,8 @@ extension RetryPolicy {
     /// attempt) until the condition is `true`, runs a trial (that retrier, each attempt in a child task), and abandons
     /// the trial when the condition turns `false`: a wait ends at once, a running attempt's task is cancelled and the
     /// run waits for it to return, then ignores its result (a value it still returns is not the result, as in the
-    /// completion-handler style). When the condition turns `true` again a new trial starts afresh.
+    /// completion-handler style) and reports it as ``RetryEvent/attemptFailed(_:error:next:)`` with `CancellationError`
+    /// and `next: .giveUp(.cancelled)`. When the condition turns `true` again a new trial starts afresh.
     /// If the condition ends while `false`, the run throws ``RetryError``
     /// (``RetryError/Reason-swift.enum/conditionEnded``) with the last attempt error. The observer sees each trial's
     /// events and one ``RetryEvent/finished(_:error:)`` at the end, whose summary counts the attempts of all trials.
