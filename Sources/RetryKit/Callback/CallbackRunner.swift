@@ -69,6 +69,8 @@ struct CallbackClient: Sendable {
     /// Emits an event to the observer; `nil` without one. Only the runner keeps it (not the attempts' records), so that
     /// nothing of the user's is kept once the retrier has finished, even while the operation keeps a completion.
     let observe: (@Sendable (CallbackEvent) -> Void)?
+    /// What a run of trials (a gated or repeating policy) needs besides; `nil` for a plain retrier.
+    let trials: CallbackTrials?
 
     /// What a finished runner keeps in place of the user's closures: closures that capture nothing.
     static let released = CallbackClient(
@@ -79,12 +81,13 @@ struct CallbackClient: Sendable {
         run: @escaping @Sendable (RetryAttempt, any AttemptSink) -> Void,
         strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
         finish: @escaping @Sendable (RetryTermination, ErasedValue?, _ duplicates: [RetryAttempt]) -> Void,
-        observe: (@Sendable (CallbackEvent) -> Void)?
+        observe: (@Sendable (CallbackEvent) -> Void)?, trials: CallbackTrials? = nil
     ) {
         self.run = run
         self.strategy = strategy
         self.finish = finish
         self.observe = observe
+        self.trials = trials
     }
 }
 
@@ -128,9 +131,15 @@ package struct CallbackRunnerState {
     /// every waiting retrier keeps) stays in a smaller allocation size class.
     var phase = CallbackPhase.running(waiters: [])
 
-    /// Whether `record`'s attempt is the one the machine is running.
+    /// Whether `record`'s attempt is the one the machine is running (in a run of trials: of the current trial, as
+    /// the attempts of every trial are numbered from 1).
     func isCurrent(_ record: CallbackAttempt) -> Bool {
-        machine.currentAttempt == record.number
+        machine.currentAttempt == record.number && record.generation == generation
+    }
+
+    /// The number of interrupted trials so far (see ``CallbackTrials/generation``); 0 for a plain retrier.
+    var generation: UInt32 {
+        client.trials?.generation ?? 0
     }
 
     /// Whether the retrier has not finished yet (`client` is the user's).
@@ -185,13 +194,15 @@ enum CallbackPhase {
 }
 
 /// What to do after an input, outside the lock. An enum whose payloads are small (an idle step is just its tag), so
-/// that creating, moving and destroying one costs little more than its references.
-enum CallbackStep {
+/// that creating, moving and destroying one costs little more than its references. Sendable, so that a step decided on
+/// another thread (a condition change) can be handed over to the queue.
+enum CallbackStep: Sendable {
     /// Nothing: the input was stale, or the work is done.
     case idle
-    /// Emit `attemptStarted`, arm `timer` for `timeout` (the attempt's timeout) if set, and run the attempt. The timer
-    /// is kept in the state already, so that cancelling meanwhile finds it.
-    case run(RetryAttempt, timeout: Duration?, timer: PendingTimer?)
+    /// Emit `attemptStarted`, arm `timer` for `timeout` (the attempt's timeout) if set, and run the attempt, its record
+    /// of trial `generation` (see ``CallbackTrials/generation``). The timer is kept in the state already, so that
+    /// cancelling meanwhile finds it.
+    case run(RetryAttempt, timeout: Duration?, generation: UInt32, timer: PendingTimer?)
     /// Ask the strategy about `error` (with the context) and report the decision.
     case consult(RetryDecisionContext, error: any Error)
     /// Emit `attemptFailed(failed, error, next: .retry(after: delay))`, then wait: arm `timer`, or go on at once for a
@@ -199,6 +210,13 @@ enum CallbackStep {
     case wait(failed: RetryAttempt, delay: Duration, error: any Error, timer: PendingTimer?)
     /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
     case finish
+    /// A trial was interrupted (its attempt in flight or its wait already cancelled): emit
+    /// `attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled))` if an attempt was, then report
+    /// ``RetryStateMachine/interrupted(at:)``.
+    case interrupted(RetryAttempt?)
+    /// A repeating run's success: emit `attemptSucceeded` with the value, hand it to `onValue`, then arm `timer` for
+    /// the pause (always a timer, even for a zero pause, so that a run of synchronous successes cannot hold the queue).
+    case repeatAfter(RetryAttempt, value: ErasedValue?, delay: Duration, timer: PendingTimer)
 
     var isIdle: Bool {
         if case .idle = self { return true }
@@ -322,8 +340,9 @@ final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunne
         // `create` returns an instance of the class it is called on.
         let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
         let observes = client.observe != nil
+        let machine = RetryStateMachine(configuration, trials: client.trials?.trials)
         let storage = CallbackRunnerStorage(
-            state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client), queue: queue,
+            state: CallbackRunnerState(machine: machine, client: client), queue: queue,
             clock: clock, observes: observes)
         runner.withUnsafeMutablePointers { lock, element in
             LockPrimitive.initialize(lock)
@@ -431,8 +450,13 @@ package struct CallbackRunner: @unchecked Sendable {
         configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
         client: consuming CallbackClient
     ) -> CallbackRunner {
+        let trials = client.trials
         let runner = CallbackRunner(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
-        runner.hop { runner.begin() }
+        if let trials {
+            runner.hop { runner.begin(trials) }
+        } else {
+            runner.hop { runner.begin() }
+        }
         return runner
     }
 
@@ -498,6 +522,45 @@ package struct CallbackRunner: @unchecked Sendable {
     private func begin() {
         let now = elapsed
         handle { s, effects in apply(s.machine.start(at: now), at: now, to: &s, &effects) }
+    }
+
+    /// Starts a run of trials: observes its condition, if any, and starts the machine with the condition as it was when
+    /// the observation began. A run cancelled before this stops observing at once.
+    private func begin(_ trials: CallbackTrials) {
+        var snapshot: RetryConditionSnapshot?
+        var observation: RetryConditionObservation?
+        if let condition = trials.condition {
+            (snapshot, observation) = condition.observe { snapshot in self.conditionChanged(snapshot) }
+        }
+        let now = elapsed
+        var stale = observation  // cancelled below unless the run keeps it
+        handle { s, effects in
+            guard !s.machine.isFinished else { return .idle }  // cancelled before it began
+            trials.observation = stale.take()
+            let action = snapshot.map { s.machine.start(at: now, condition: $0) } ?? s.machine.start(at: now)
+            return apply(action, at: now, to: &s, &effects)
+        }
+        stale?.cancel()
+    }
+
+    /// The condition of a run of trials changed (on the thread that changed it, possibly concurrently with anything
+    /// else). The machine decides under the lock; an interrupted attempt's cancel hook and a cancelled timer run here,
+    /// after unlocking (as in ``cancel()``), and the rest (events, the next attempt, the completion) after a hop to the
+    /// queue.
+    func conditionChanged(_ snapshot: RetryConditionSnapshot) {
+        let now = elapsed
+        var client = CallbackClient.released
+        let step = transition { s, effects in
+            client = s.client  // copied before the transition: see `handle`
+            return apply(s.machine.conditionChanged(snapshot, at: now), at: now, to: &s, &effects)
+        }
+        if step.isIdle { return }
+        let user = client
+        hop {
+            // Cancelled meanwhile: only the end is left, and `cancel()` hops to deliver it (no event may follow it).
+            if !step.isFinish && self.isFinished { return }
+            self.carryOut(step, user)
+        }
     }
 
     /// A completion of `record`'s attempt was called with `result` (from any thread). The first call of the current
@@ -650,9 +713,8 @@ package struct CallbackRunner: @unchecked Sendable {
     ) -> CallbackStep {
         guard s.isLive else { return .idle }
         switch consume action {
-        case .none, .withdraw, .awaitCondition, .interrupt, .repeatAfter:
+        case .none, .withdraw:
             // A withdrawal only follows a decision, and the decision's transition pays it at once (`decidePaying`).
-            // This runner runs no trials yet (`CallbackPolicyRun` runs each trial as a retrier of its own).
             return .idle
         case .run(let attempt, let timeout):
             var timer: PendingTimer?
@@ -660,7 +722,7 @@ package struct CallbackRunner: @unchecked Sendable {
                 timer = PendingTimer(runner: self, attempt: attempt.number)
                 s.timer = timer
             }
-            return .run(attempt, timeout: timeout, timer: timer)
+            return .run(attempt, timeout: timeout, generation: s.generation, timer: timer)
         case .consultStrategy(let context, let error):
             return .consult(context, error: error)
         case .retry(let delay, let failed, let error):
@@ -670,6 +732,20 @@ package struct CallbackRunner: @unchecked Sendable {
                 s.timer = timer
             }
             return .wait(failed: failed, delay: delay, error: error, timer: timer)
+        case .awaitCondition:
+            if let timer = s.timer.take() { effects.stopped = timer }
+            return .idle
+        case .interrupt(let attempt):
+            // The attempt in flight (its hook runs after unlocking; its record is no longer current, so its result is
+            // ignored, even once a later trial runs an attempt of the same number) or the wait.
+            if let hook = s.hook.take() { effects.hook = hook }
+            if let timer = s.timer.take() { effects.stopped = timer }
+            if let trials = s.client.trials { trials.generation &+= 1 }
+            return .interrupted(attempt)
+        case .repeatAfter(let delay, let succeeded):
+            let timer = PendingTimer(runner: self, attempt: 0)
+            s.timer = timer
+            return .repeatAfter(succeeded, value: value, delay: delay, timer: timer)
         case .finish:
             // The attempt in flight, if any, is abandoned.
             if let hook = s.hook.take() { effects.hook = hook }
@@ -691,17 +767,18 @@ package struct CallbackRunner: @unchecked Sendable {
             switch consume step {
             case .idle:
                 return
-            case .run(let attempt, let timeout, let timer):
+            case .run(let attempt, let timeout, let generation, let timer):
                 if let observe = client.observe {
                     for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
                     observe(.started(attempt))
                 }
                 if let timer, let timeout { arm(timer, after: timeout) }
                 var record = spare.take() ?? CallbackAttempt(runner: self)
-                record.begin(attempt)
-                // The observer (or the scheduler) may have ended the attempt meanwhile: then its operation does not
-                // run. Without either, nothing ran since the transition, and a concurrent cancel is a race anyway.
-                if !(client.observe != nil || timer != nil) || isCurrent(record) {
+                record.begin(attempt, generation: generation)
+                // The observer (or the scheduler, or a condition) may have ended the attempt meanwhile: then its
+                // operation does not run. Without any of them, nothing ran since the transition, and a concurrent cancel
+                // is a race anyway.
+                if !(client.observe != nil || timer != nil || client.trials != nil) || isCurrent(record) {
                     client.run(attempt, record)
                 }
                 var reusable = false
@@ -733,6 +810,20 @@ package struct CallbackRunner: @unchecked Sendable {
                 step = transition { s, effects in apply(s.machine.waitElapsed(at: now), at: now, to: &s, &effects) }
             case .finish:
                 deliver(client)
+                return
+            case .interrupted(let attempt):
+                let now = elapsed
+                var live = false  // not cancelled meanwhile: no event may follow `finished`
+                step = transition { s, effects in
+                    live = s.isLive
+                    return apply(s.machine.interrupted(at: now), at: now, to: &s, &effects)
+                }
+                if live, let attempt, let observe = client.observe {
+                    observe(.failed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
+                }
+            case .repeatAfter(let attempt, let value, let delay, let timer):
+                if let value, let succeeded = client.trials?.succeeded { succeeded(attempt, value) }
+                arm(timer, after: delay)
                 return
             }
         }
@@ -771,14 +862,17 @@ package struct CallbackRunner: @unchecked Sendable {
     private func deliver(_ client: CallbackClient) {
         var value: ErasedValue?
         var duplicates: [RetryAttempt] = []
+        var observation: RetryConditionObservation?  // a run of trials' registration with its condition
         let termination: RetryTermination? = withLock { s in
             guard case .finished(let waiters, let finalValue) = s.phase else { return nil }
             s.phase = .delivering(waiters: waiters)
             value = finalValue
             if s.machine.hasDuplicates { duplicates = s.machine.takeDuplicates() }
+            if let trials = client.trials { observation = trials.observation.take() }
             return s.machine.termination(withAttempts: client.observe != nil)  // events need the attempts
         }
         guard let termination else { return }
+        observation?.cancel()  // the condition keeps nothing of the run from here on
         client.finish(termination, value, duplicates)
         let outcome = ErasedOutcome(termination, value: value)
         let waiters: [CallbackWaiter] = withLock { s in
@@ -872,6 +966,9 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     @exclusivity(unchecked) var state = State.pending
     /// The runner is calling the operation: a result that arrives now is kept in `early` for when it returns.
     @exclusivity(unchecked) var calling = false
+    /// The trial the attempt belongs to (``CallbackTrials/generation``; 0 for a plain retrier). Placed where it fills
+    /// padding: the record is no larger for it.
+    @exclusivity(unchecked) private(set) var generation: UInt32 = 0
     /// A result that arrived while the operation was being called.
     @exclusivity(unchecked) var early: ErasedOutcome?
 
@@ -879,9 +976,10 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
         self.runner = runner
     }
 
-    /// Makes this (new, or no longer held) record the record of `attempt`, about to be called.
-    func begin(_ attempt: RetryAttempt) {
+    /// Makes this (new, or no longer held) record the record of `attempt` of trial `generation`, about to be called.
+    func begin(_ attempt: RetryAttempt, generation: UInt32) {
         number = attempt.number
+        self.generation = generation
         state = .pending
         calling = true
         early = nil

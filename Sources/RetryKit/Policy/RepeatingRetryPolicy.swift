@@ -72,15 +72,22 @@ public struct RepeatingRetryPolicy: Sendable {
         onValue: @escaping @Sendable (Value) -> Void,
         completion: @escaping @Sendable (any Error) -> Void = { _ in }
     ) -> RetryHandle<Never> {
-        CallbackPolicyRun.start(
-            policy: policy, repeatDelay: delay, queue: queue, scheduler: scheduler, operation: operation,
-            observer: observer, onValue: onValue,
-            deliver: { result, done in
-                if case .failure(let error) = result { done(.failure(error)) }
-            },
-            completion: { result, _ in
-                if case .failure(let error) = result { completion(error) }
+        let trials = CallbackTrials(
+            condition: policy.effectiveCondition, repeatDelay: delay,
+            succeeded: { attempt, erased in
+                // Always a `Value`: only this operation produced it.
+                guard let value = erased.value(as: Value.self) else { return }
+                observer?(.attemptSucceeded(attempt, value))
+                onValue(value)
             })
+        let handle = startCallbackRetrier(
+            configuration: policy.configuration, on: queue, scheduler: scheduler, operation: operation,
+            strategy: policy.strategy(on: ContinuousClock.self), observer: observer,
+            completion: { result, _ in
+                // A repetition ends only with an error: every success pauses and starts the next trial.
+                if case .failure(let error) = result { completion(error) }
+            }, trials: trials)
+        return RetryHandle(runner: handle.runner)
     }
 
     /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.

@@ -44,14 +44,15 @@ extension RetryPolicy {
         observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
         completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
     ) -> RetryHandle<Value> {
-        guard effectiveCondition != nil else {
+        guard let condition = effectiveCondition else {
             return retry(
                 configuration: configuration, on: queue, scheduler: scheduler, operation: operation,
                 strategy: strategy(on: ContinuousClock.self), observer: observer, completion: completion)
         }
-        return CallbackPolicyRun.start(
-            policy: self, repeatDelay: nil, queue: queue, scheduler: scheduler, operation: operation,
-            observer: observer, onValue: nil, deliver: { result, done in done(result) }, completion: completion)
+        return startCallbackRetrier(
+            configuration: configuration, on: queue, scheduler: scheduler, operation: operation,
+            strategy: strategy(on: ContinuousClock.self), observer: observer, completion: completion,
+            trials: CallbackTrials(condition: condition, repeatDelay: nil, succeeded: nil))
     }
 
     /// Runs an `async` operation with this policy from completion-handler code, calling `completion` with the result
