@@ -156,8 +156,9 @@ func startCallbackRetrier<Value: Sendable>(
             }
             completion(termination.result(value: value), termination.summary)
         },
-        observe: observe, trials: trials)
-    let runner = CallbackRunner.start(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
+        observe: observe)
+    let runner = CallbackRunner.start(
+        configuration: configuration, queue: queue, scheduler: scheduler, client: client, trials: trials)
     return RetryHandle(runner: runner)
 }
 

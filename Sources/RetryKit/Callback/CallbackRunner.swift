@@ -69,8 +69,6 @@ struct CallbackClient: Sendable {
     /// Emits an event to the observer; `nil` without one. Only the runner keeps it (not the attempts' records), so that
     /// nothing of the user's is kept once the retrier has finished, even while the operation keeps a completion.
     let observe: (@Sendable (CallbackEvent) -> Void)?
-    /// What a run of trials (a gated or repeating policy) needs besides; `nil` for a plain retrier.
-    let trials: CallbackTrials?
 
     /// What a finished runner keeps in place of the user's closures: closures that capture nothing.
     static let released = CallbackClient(
@@ -81,13 +79,12 @@ struct CallbackClient: Sendable {
         run: @escaping @Sendable (RetryAttempt, any AttemptSink) -> Void,
         strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
         finish: @escaping @Sendable (RetryTermination, ErasedValue?, _ duplicates: [RetryAttempt]) -> Void,
-        observe: (@Sendable (CallbackEvent) -> Void)?, trials: CallbackTrials? = nil
+        observe: (@Sendable (CallbackEvent) -> Void)?
     ) {
         self.run = run
         self.strategy = strategy
         self.finish = finish
         self.observe = observe
-        self.trials = trials
     }
 }
 
@@ -129,17 +126,20 @@ package struct CallbackRunnerState {
     var timer: PendingTimer?
     /// Where the retrier is in its life, with what its end needs: one enum of two words, so that the state (which
     /// every waiting retrier keeps) stays in a smaller allocation size class.
-    var phase = CallbackPhase.running(waiters: [])
+    var phase: CallbackPhase
 
     /// Whether `record`'s attempt is the one the machine is running (in a run of trials: of the current trial, as
     /// the attempts of every trial are numbered from 1).
+    @inline(__always)
     func isCurrent(_ record: CallbackAttempt) -> Bool {
-        machine.currentAttempt == record.number && record.generation == generation
+        guard machine.currentAttempt == record.number else { return false }
+        return record.generation == 0 || phase.isCurrent(generation: record.generation)  // 0: a plain retrier's
     }
 
-    /// The number of interrupted trials so far (see ``CallbackTrials/generation``); 0 for a plain retrier.
-    var generation: UInt32 {
-        client.trials?.generation ?? 0
+    /// A run of trials' own state, until the retrier finishes; `nil` for a plain retrier.
+    var trials: CallbackTrials? {
+        guard case .running(_, let trials) = phase else { return nil }
+        return trials
     }
 
     /// Whether the retrier has not finished yet (`client` is the user's).
@@ -159,10 +159,10 @@ package struct CallbackRunnerState {
         switch phase {
         case .delivered(let outcome):
             return outcome
-        case .running(var waiters):
+        case .running(var waiters, let trials):
             phase = .delivering(waiters: [])  // releases the enum's reference, so that the append does not copy
             waiters.append(waiter)
-            phase = .running(waiters: waiters)
+            phase = .running(waiters: waiters, trials: trials)
         case .finished(var waiters, let value):
             phase = .delivering(waiters: [])
             waiters.append(waiter)
@@ -182,8 +182,18 @@ typealias CallbackWaiter = CheckedContinuation<ErasedValue, any Error>
 /// Where a retrier is in its life. Tasks awaiting ``RetryHandle/value`` are kept until the completion has run, then
 /// each is resumed exactly once, outside the lock.
 enum CallbackPhase {
-    /// Not finished: `client` is the user's.
-    case running(waiters: [CallbackWaiter])
+    /// Whether `generation` is the current trial's (see ``CallbackTrials/generation``). Out of line: only runs of
+    /// trials ask.
+    @inline(never)
+    func isCurrent(generation: UInt32) -> Bool {
+        guard case .running(_, let trials?) = self else { return false }
+        return trials.generation == generation
+    }
+
+    /// Not finished: `client` is the user's. A run of trials keeps its own state here (not in the client, which is
+    /// copied for every input, nor in a field of its own, which every plain retrier would carry); the `.finish` step
+    /// takes it out, so that it is released after unlocking.
+    case running(waiters: [CallbackWaiter], trials: CallbackTrials?)
     /// The machine finished, and `deliver` has not yet taken how (``RetryStateMachine/termination``) and the
     /// successful attempt's value.
     case finished(waiters: [CallbackWaiter], value: ErasedValue?)
@@ -199,10 +209,9 @@ enum CallbackPhase {
 enum CallbackStep: Sendable {
     /// Nothing: the input was stale, or the work is done.
     case idle
-    /// Emit `attemptStarted`, arm `timer` for `timeout` (the attempt's timeout) if set, and run the attempt, its record
-    /// of trial `generation` (see ``CallbackTrials/generation``). The timer is kept in the state already, so that
-    /// cancelling meanwhile finds it.
-    case run(RetryAttempt, timeout: Duration?, generation: UInt32, timer: PendingTimer?)
+    /// Emit `attemptStarted`, arm `timer` for `timeout` (the attempt's timeout) if set, and run the attempt. The timer
+    /// is kept in the state already, so that cancelling meanwhile finds it.
+    case run(RetryAttempt, timeout: Duration?, timer: PendingTimer?)
     /// Ask the strategy about `error` (with the context) and report the decision.
     case consult(RetryDecisionContext, error: any Error)
     /// Emit `attemptFailed(failed, error, next: .retry(after: delay))`, then wait: arm `timer`, or go on at once for a
@@ -210,23 +219,45 @@ enum CallbackStep: Sendable {
     case wait(failed: RetryAttempt, delay: Duration, error: any Error, timer: PendingTimer?)
     /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
     case finish
-    /// A trial was interrupted (its attempt in flight or its wait already cancelled): emit
-    /// `attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled))` if an attempt was, then report
-    /// ``RetryStateMachine/interrupted(at:)``.
-    case interrupted(RetryAttempt?)
-    /// A repeating run's success: emit `attemptSucceeded` with the value, hand it to `onValue`, then arm `timer` for
-    /// the pause (always a timer, even for a zero pause, so that a run of synchronous successes cannot hold the queue).
-    case repeatAfter(RetryAttempt, value: ErasedValue?, delay: Duration, timer: PendingTimer)
+    /// What only runs of trials do, boxed: the steps a plain retrier takes stay as they are (in size, and in how
+    /// cheaply they are moved and destroyed).
+    indirect case trial(CallbackTrialStep)
 
     var isIdle: Bool {
         if case .idle = self { return true }
         return false
     }
 
+    /// Whether the step finishes the retrier (``finish``, or a run of trials' ``CallbackTrialStep/finish(_:)``).
     var isFinish: Bool {
-        if case .finish = self { return true }
-        return false
+        switch self {
+        case .finish, .trial(.finish): return true
+        case .idle, .run, .consult, .wait, .trial: return false
+        }
     }
+
+    /// The run of trials a finishing step ends, if any.
+    var endedTrials: CallbackTrials? {
+        guard case .trial(.finish(let trials)) = self else { return nil }
+        return trials
+    }
+}
+
+/// What to do after an input that only a run of trials takes (see ``CallbackStep/trial(_:)``).
+enum CallbackTrialStep: Sendable {
+    /// ``CallbackStep/run(_:timeout:timer:)`` in a run of trials: the attempt's record is of trial `generation` (see
+    /// ``CallbackTrials/generation``).
+    case run(RetryAttempt, timeout: Duration?, generation: UInt32, timer: PendingTimer?)
+    /// A trial was interrupted (its attempt in flight or its wait already cancelled): emit
+    /// `attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled))` if an attempt was, then report
+    /// ``RetryStateMachine/interrupted(at:)``.
+    case interrupted(RetryAttempt?)
+    /// A repeating run's success: emit `attemptSucceeded` with the value, hand it to `onValue`, then arm `timer` for
+    /// the pause (always a timer, even for a zero pause, so that a run of synchronous successes cannot hold the queue).
+    case repeatAfter(CallbackTrials, RetryAttempt, value: ErasedValue?, delay: Duration, timer: PendingTimer)
+    /// ``CallbackStep/finish``, and stop observing the condition: the run's state, taken out of the runner's state
+    /// under the lock, is released after unlocking.
+    case finish(CallbackTrials)
 }
 
 /// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
@@ -334,15 +365,16 @@ final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunne
     /// A buffer holding a new runner's storage, its lock initialized.
     static func make(
         configuration: consuming RetryConfiguration, queue: DispatchQueue, clock: consuming RunnerClock,
-        client: consuming CallbackClient
+        client: consuming CallbackClient, trials: CallbackTrials?
     ) -> CallbackRunnerBuffer {
         let buffer = create(minimumCapacity: 1) { _ in LockPrimitive.Raw() }
         // `create` returns an instance of the class it is called on.
         let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
         let observes = client.observe != nil
-        let machine = RetryStateMachine(configuration, trials: client.trials?.trials)
+        let machine = RetryStateMachine(configuration, trials: trials?.trials)
         let storage = CallbackRunnerStorage(
-            state: CallbackRunnerState(machine: machine, client: client), queue: queue,
+            state: CallbackRunnerState(
+                machine: machine, client: client, phase: .running(waiters: [], trials: trials)), queue: queue,
             clock: clock, observes: observes)
         runner.withUnsafeMutablePointers { lock, element in
             LockPrimitive.initialize(lock)
@@ -383,7 +415,7 @@ package struct CallbackRunner: @unchecked Sendable {
     /// A runner for `configuration`, its state ready for `begin`.
     private init(
         configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
-        client: consuming CallbackClient
+        client: consuming CallbackClient, trials: CallbackTrials?
     ) {
         let clock: RunnerClock
         if type(of: scheduler) == DispatchTimerScheduler.self {
@@ -391,7 +423,8 @@ package struct CallbackRunner: @unchecked Sendable {
         } else {
             clock = .custom(CustomScheduler(scheduler))
         }
-        buffer = CallbackRunnerBuffer.make(configuration: configuration, queue: queue, clock: clock, client: client)
+        buffer = CallbackRunnerBuffer.make(
+            configuration: configuration, queue: queue, clock: clock, client: client, trials: trials)
     }
 
     /// A weak reference to the runner's storage, for tests that check that a finished retrier is released.
@@ -448,10 +481,10 @@ package struct CallbackRunner: @unchecked Sendable {
     @usableFromInline
     static func start(
         configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
-        client: consuming CallbackClient
+        client: consuming CallbackClient, trials: CallbackTrials? = nil
     ) -> CallbackRunner {
-        let trials = client.trials
-        let runner = CallbackRunner(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
+        let runner = CallbackRunner(
+            configuration: configuration, queue: queue, scheduler: scheduler, client: client, trials: trials)
         if let trials {
             runner.hop { runner.begin(trials) }
         } else {
@@ -675,7 +708,8 @@ package struct CallbackRunner: @unchecked Sendable {
         }
         guard step.isFinish else { return }
         let user = client
-        hop { self.deliver(user) }
+        let trials = step.endedTrials
+        hop { self.deliver(user, trials) }
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
@@ -722,7 +756,8 @@ package struct CallbackRunner: @unchecked Sendable {
                 timer = PendingTimer(runner: self, attempt: attempt.number)
                 s.timer = timer
             }
-            return .run(attempt, timeout: timeout, generation: s.generation, timer: timer)
+            if case .running(_, .some) = s.phase { return trialRun(attempt, timeout: timeout, timer: timer, s) }
+            return .run(attempt, timeout: timeout, timer: timer)
         case .consultStrategy(let context, let error):
             return .consult(context, error: error)
         case .retry(let delay, let failed, let error):
@@ -732,29 +767,58 @@ package struct CallbackRunner: @unchecked Sendable {
                 s.timer = timer
             }
             return .wait(failed: failed, delay: delay, error: error, timer: timer)
-        case .awaitCondition:
-            if let timer = s.timer.take() { effects.stopped = timer }
-            return .idle
-        case .interrupt(let attempt):
-            // The attempt in flight (its hook runs after unlocking; its record is no longer current, so its result is
-            // ignored, even once a later trial runs an attempt of the same number) or the wait.
-            if let hook = s.hook.take() { effects.hook = hook }
-            if let timer = s.timer.take() { effects.stopped = timer }
-            if let trials = s.client.trials { trials.generation &+= 1 }
-            return .interrupted(attempt)
-        case .repeatAfter(let delay, let succeeded):
-            let timer = PendingTimer(runner: self, attempt: 0)
-            s.timer = timer
-            return .repeatAfter(succeeded, value: value, delay: delay, timer: timer)
         case .finish:
             // The attempt in flight, if any, is abandoned.
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = .released
-            guard case .running(let waiters) = s.phase else { return .idle }  // not reached: checked above
+            guard case .running(let waiters, let trials) = s.phase else { return .idle }  // not reached: checked above
             s.phase = .finished(waiters: waiters, value: value)
-            return .finish
+            guard let trials else { return .finish }
+            return .trial(.finish(trials))
+        case .awaitCondition:
+            if let timer = s.timer.take() { effects.stopped = timer }
+            return .idle
+        case .interrupt(let attempt):
+            return interrupt(attempt, &s, &effects)
+        case .repeatAfter(let delay, let succeeded):
+            return pause(delay, after: succeeded, value: value, &s)
         }
+    }
+
+    // Out of line: only runs of trials take these, and `apply` stays as small as a plain retrier needs it.
+
+    /// ``RetryStateMachine/Action/interrupt(_:)``: takes the attempt in flight (its hook runs after unlocking; its
+    /// record is no longer current, so its result is ignored, even once a later trial runs an attempt of the same
+    /// number) or the wait's timer.
+    @inline(never)
+    private func interrupt(
+        _ attempt: RetryAttempt?, _ s: inout CallbackRunnerState, _ effects: inout CallbackEffects
+    ) -> CallbackStep {
+        if let hook = s.hook.take() { effects.hook = hook }
+        if let timer = s.timer.take() { effects.stopped = timer }
+        if let trials = s.trials { trials.generation = trials.generation == .max ? 1 : trials.generation + 1 }
+        return .trial(.interrupted(attempt))
+    }
+
+    /// ``RetryStateMachine/Action/run(_:timeout:)`` in a run of trials: the attempt's record will be of the current
+    /// trial.
+    @inline(never)
+    private func trialRun(
+        _ attempt: RetryAttempt, timeout: Duration?, timer: PendingTimer?, _ s: borrowing CallbackRunnerState
+    ) -> CallbackStep {
+        .trial(.run(attempt, timeout: timeout, generation: s.trials?.generation ?? 1, timer: timer))
+    }
+
+    /// ``RetryStateMachine/Action/repeatAfter(_:succeeded:)``: the pause's timer, kept in the state already.
+    @inline(never)
+    private func pause(
+        _ delay: Duration, after succeeded: RetryAttempt, value: ErasedValue?, _ s: inout CallbackRunnerState
+    ) -> CallbackStep {
+        guard let trials = s.trials else { return .idle }  // not reached: the machine repeats only with trials
+        let timer = PendingTimer(runner: self, attempt: 0)
+        s.timer = timer
+        return .trial(.repeatAfter(trials, succeeded, value: value, delay: delay, timer: timer))
     }
 
     // MARK: - Carrying out (outside the lock, on the queue)
@@ -767,23 +831,8 @@ package struct CallbackRunner: @unchecked Sendable {
             switch consume step {
             case .idle:
                 return
-            case .run(let attempt, let timeout, let generation, let timer):
-                if let observe = client.observe {
-                    for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
-                    observe(.started(attempt))
-                }
-                if let timer, let timeout { arm(timer, after: timeout) }
-                var record = spare.take() ?? CallbackAttempt(runner: self)
-                record.begin(attempt, generation: generation)
-                // The observer (or the scheduler, or a condition) may have ended the attempt meanwhile: then its
-                // operation does not run. Without any of them, nothing ran since the transition, and a concurrent cancel
-                // is a race anyway.
-                if !(client.observe != nil || timer != nil || client.trials != nil) || isCurrent(record) {
-                    client.run(attempt, record)
-                }
-                var reusable = false
-                step = operationReturned(&record, reusable: &reusable)
-                if reusable { spare = record }
+            case .run(let attempt, let timeout, let timer):
+                step = run(attempt, timeout: timeout, generation: 0, timer: timer, client, spare: &spare)
             case .consult(let context, let error):
                 let decision = context.resolve(client.strategy(error))
                 let now = elapsed
@@ -809,24 +858,76 @@ package struct CallbackRunner: @unchecked Sendable {
                 let now = decidedAt ?? elapsed
                 step = transition { s, effects in apply(s.machine.waitElapsed(at: now), at: now, to: &s, &effects) }
             case .finish:
-                deliver(client)
+                deliver(client, nil)
                 return
-            case .interrupted(let attempt):
-                let now = elapsed
-                var live = false  // not cancelled meanwhile: no event may follow `finished`
-                step = transition { s, effects in
-                    live = s.isLive
-                    return apply(s.machine.interrupted(at: now), at: now, to: &s, &effects)
-                }
-                if live, let attempt, let observe = client.observe {
-                    observe(.failed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
-                }
-            case .repeatAfter(let attempt, let value, let delay, let timer):
-                if let value, let succeeded = client.trials?.succeeded { succeeded(attempt, value) }
-                arm(timer, after: delay)
-                return
+            case .trial(let trialStep):
+                guard let next = carryOut(trialStep, client) else { return }
+                step = next
             }
         }
+    }
+
+    /// Carries out ``CallbackStep/run(_:timeout:timer:)`` (for a run of trials, with the record's generation):
+    /// returns the step that follows the operation's return. `spare` is a record nobody holds any more, for the next
+    /// attempt.
+    @inline(__always)
+    private func run(
+        _ attempt: RetryAttempt, timeout: Duration?, generation: UInt32, timer: PendingTimer?, _ client: CallbackClient,
+        spare: inout CallbackAttempt?
+    ) -> CallbackStep {
+        if let observe = client.observe {
+            for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
+            observe(.started(attempt))
+        }
+        if let timer, let timeout { arm(timer, after: timeout) }
+        var record = spare.take() ?? CallbackAttempt(runner: self)
+        record.begin(attempt, generation: generation)
+        // The observer (or the scheduler, or a condition: a run of trials, whose generations start at 1) may have
+        // ended the attempt meanwhile: then its operation does not run. Without any of them, nothing ran since the
+        // transition, and a concurrent cancel is a race anyway.
+        if !(client.observe != nil || timer != nil || generation != 0) || isCurrent(record) {
+            client.run(attempt, record)
+        }
+        var reusable = false
+        let next = operationReturned(&record, reusable: &reusable)
+        if reusable { spare = record }
+        return next
+    }
+
+    /// Carries out a step only runs of trials take; returns the next step, or `nil` when the work is done. Out of line,
+    /// so that `carryOut` stays as small as a plain retrier needs it.
+    @inline(never)
+    private func carryOut(_ step: CallbackTrialStep, _ client: CallbackClient) -> CallbackStep? {
+        switch step {
+        case .run(let attempt, let timeout, let generation, let timer):
+            // A run of trials reuses no record: the plain loop keeps its spare in registers.
+            var spare: CallbackAttempt?
+            return run(attempt, timeout: timeout, generation: generation, timer: timer, client, spare: &spare)
+        case .interrupted(let attempt):
+            return interrupted(attempt, client)
+        case .repeatAfter(let trials, let attempt, let value, let delay, let timer):
+            if let value, let succeeded = trials.succeeded { succeeded(attempt, value) }
+            arm(timer, after: delay)
+            return nil
+        case .finish(let trials):
+            deliver(client, trials)
+            return nil
+        }
+    }
+
+    /// Carries out ``CallbackTrialStep/interrupted(_:)``: reports the interruption to the machine, and the interrupted
+    /// attempt to the observer (unless the retrier finished meanwhile: no event may follow `finished`).
+    private func interrupted(_ attempt: RetryAttempt?, _ client: CallbackClient) -> CallbackStep {
+        let now = elapsed
+        var live = false
+        let next = transition { s, effects in
+            live = s.isLive
+            return apply(s.machine.interrupted(at: now), at: now, to: &s, &effects)
+        }
+        if live, let attempt, let observe = client.observe {
+            observe(.failed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
+        }
+        return next
     }
 
     /// Schedules a timer the state keeps, unless the state stopped wanting it meanwhile (cancelled, or on a concurrent
@@ -858,21 +959,20 @@ package struct CallbackRunner: @unchecked Sendable {
         }
     }
 
-    /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue.
-    private func deliver(_ client: CallbackClient) {
+    /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue. A run of
+    /// trials stops observing its condition first.
+    private func deliver(_ client: CallbackClient, _ trials: CallbackTrials?) {
         var value: ErasedValue?
         var duplicates: [RetryAttempt] = []
-        var observation: RetryConditionObservation?  // a run of trials' registration with its condition
+        if let trials { stopObserving(trials) }  // the condition keeps nothing of the run from here on
         let termination: RetryTermination? = withLock { s in
             guard case .finished(let waiters, let finalValue) = s.phase else { return nil }
             s.phase = .delivering(waiters: waiters)
             value = finalValue
             if s.machine.hasDuplicates { duplicates = s.machine.takeDuplicates() }
-            if let trials = client.trials { observation = trials.observation.take() }
             return s.machine.termination(withAttempts: client.observe != nil)  // events need the attempts
         }
         guard let termination else { return }
-        observation?.cancel()  // the condition keeps nothing of the run from here on
         client.finish(termination, value, duplicates)
         let outcome = ErasedOutcome(termination, value: value)
         let waiters: [CallbackWaiter] = withLock { s in
@@ -881,6 +981,14 @@ package struct CallbackRunner: @unchecked Sendable {
             return waiters
         }
         for waiter in waiters { Self.resume(waiter, with: outcome) }
+    }
+
+    /// Cancels a run of trials' registration with its condition (once it has finished). Out of line: only runs of
+    /// trials have one.
+    @inline(never)
+    private func stopObserving(_ trials: CallbackTrials) {
+        let observation = withLock { _ in trials.observation.take() }
+        observation?.cancel()
     }
 
     /// An attempt's completion was called again (from any thread). The report reaches the observer on the queue: with

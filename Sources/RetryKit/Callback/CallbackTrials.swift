@@ -4,9 +4,9 @@
 /// needs. The machine decides everything (when a trial starts, is interrupted, pauses, how the run ends); this only
 /// holds what its actions are carried out with.
 ///
-/// One optional reference in ``CallbackClient``, so that a plain retrier (almost all of them) pays one word for it.
-/// Dropped with the client when the retrier finishes; the condition's observation is cancelled then (in `deliver`),
-/// so that the condition keeps nothing of the run.
+/// Kept in the runner's state while the run goes on (``CallbackPhase/running(waiters:trials:)``, so that a plain
+/// retrier, almost all of them, pays nothing for it) and released after the end; the condition's observation is
+/// cancelled then (in `deliver`), so that the condition keeps nothing of the run.
 @usableFromInline
 final class CallbackTrials: @unchecked Sendable {
     // @unchecked Sendable: the `let`s are immutable; `observation` and `generation` are only accessed while the
@@ -21,10 +21,10 @@ final class CallbackTrials: @unchecked Sendable {
     let succeeded: (@Sendable (RetryAttempt, ErasedValue) -> Void)?
     /// The registration with ``condition``, from the runner's start until it finishes. Under the runner's lock.
     var observation: RetryConditionObservation?
-    /// How many trials were interrupted: every attempt's record keeps the value it started with, so that an
-    /// interrupted attempt stays stale after a later trial starts an attempt of the same number. Under the runner's
-    /// lock.
-    var generation: UInt32 = 0
+    /// How many trials were interrupted, plus 1 (a plain retrier's attempts are of generation 0): every attempt's
+    /// record keeps the value it started with, so that an interrupted attempt stays stale after a later trial starts
+    /// an attempt of the same number. Under the runner's lock.
+    var generation: UInt32 = 1
 
     /// A run of trials gated by `condition` (if any), pausing `repeatDelay` after each success (if repeating).
     @usableFromInline
