@@ -23,28 +23,9 @@ let package = Package(
             path: "Sources/BenchmarkSupport"),
 
         // The pure backoff core, through its public API.
-        .executableTarget(
-            name: "BackoffCore",
-            dependencies: [
-                .product(name: "RetryKit", package: "RetryKit"),
-                .product(name: "Benchmark", package: "benchmark"),
-                "BenchmarkSupport",
-            ],
-            path: "Benchmarks/BackoffCore",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
+        benchmark("BackoffCore"),
         // The runners against hand-written baselines: callback runner, async `retry`, bridges (time and mallocs).
-        .executableTarget(
-            name: "Runners",
-            dependencies: [
-                .product(name: "RetryKit", package: "RetryKit"),
-                .product(name: "Benchmark", package: "benchmark"),
-                "BenchmarkSupport",
-                "Workloads",
-            ],
-            path: "Benchmarks/Runners",
-            plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
-        ),
+        benchmark("Runners", dependencies: ["Workloads"]),
 
         // Memory per waiting retrier, timer lateness and scale: figures that are not a time per call (see its header).
         .executableTarget(
@@ -90,3 +71,18 @@ let package = Package(
         ),
     ]
 )
+
+/// A benchmark target in `Benchmarks/<name>/`, where the benchmark plugin discovers it: RetryKit, the harness and the
+/// shared generator, plus `dependencies`.
+func benchmark(_ name: String, dependencies: [Target.Dependency] = []) -> Target {
+    .executableTarget(
+        name: name,
+        dependencies: [
+            .product(name: "RetryKit", package: "RetryKit"),
+            .product(name: "Benchmark", package: "benchmark"),
+            "BenchmarkSupport",
+        ] + dependencies,
+        path: "Benchmarks/\(name)",
+        plugins: [.plugin(name: "BenchmarkPlugin", package: "benchmark")]
+    )
+}

@@ -44,81 +44,64 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     observer: (RetryEvent<Value>) -> Void,
     willStart: (RetryAttempt) -> Void = { _ in }
 ) async throws -> Value where C.Duration == Duration {
+    var machine = AsyncRetryFrameMachine(configuration)
+    // The run, given how to read the time since the call: one reading each below, so that a specialization keeps one.
+    // Its variables are its own, and the machine is passed in: a variable captured by a local function is checked for
+    // exclusive access at run time (withRetry: +7% instructions).
+    @inline(__always)
+    func run(_ machine: inout AsyncRetryFrameMachine, now: () -> Duration) async throws -> Value {
+        // What the machine's actions said, for the attempt, the strategy and the last events.
+        var running: (attempt: RetryAttempt, timeout: Duration?)?
+        var consulted: (any Error)?
+        var value: Value?  // the successful attempt's, for its event
+        var interruption = AsyncAttemptInterruption.none
+        return try await runAsyncRetry(
+            machine: &machine, observed: true, tolerance: tolerance, clock: clock, isolation: isolation, now: now,
+            runAttempt: { (number: Int) async throws(any Error) -> Value in
+                interruption = .none
+                guard let (attempt, timeout) = running, attempt.number == number else {
+                    throw AsyncRetry.inconsistency()
+                }
+                switch await runAttempt(attempt, timeout) {
+                case .succeeded(let result):
+                    value = result
+                    return result
+                case .failed(let error):
+                    throw error
+                case .timedOut:
+                    interruption = .timedOut
+                    throw RetryError(.attemptTimedOut)  // not seen: the machine makes the attempt's error
+                case .cancelled:
+                    interruption = .cancelled
+                    throw CancellationError()
+                }
+            },
+            interruption: { interruption },
+            strategy: { error in strategy(consulted ?? error) },
+            observe: { action, termination in
+                switch action {
+                case .run(let attempt, let timeout):
+                    running = (attempt, timeout)
+                    willStart(attempt)
+                    observer(.attemptStarted(attempt))
+                case .consultStrategy(_, let error):
+                    consulted = error
+                case .retry(let delay, let failed, let error):
+                    observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
+                case .finish:
+                    termination?.forEachEvent(value: value) { observer($0) }
+                case .withdraw, .awaitCondition, .interrupt, .repeatAfter, .none:
+                    break  // a budget is paid where the machine decides; this runner runs no trials
+                }
+            })
+    }
     // One of the two branches remains once specialized.
     if C.self == ContinuousClock.self {
         let origin = AsyncRetry.continuousNanoseconds()
-        return try await runObservedRetry(
-            configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
-            now: { AsyncRetry.continuousElapsed(since: origin) }, runAttempt: runAttempt, strategy: strategy,
-            observer: observer, willStart: willStart)
+        return try await run(&machine, now: { AsyncRetry.continuousElapsed(since: origin) })
     }
     let start = clock.now
-    return try await runObservedRetry(
-        configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
-        now: { start.duration(to: clock.now) }, runAttempt: runAttempt, strategy: strategy, observer: observer,
-        willStart: willStart)
-}
-
-/// ``runObservedRetry(configuration:tolerance:clock:isolation:runAttempt:strategy:observer:willStart:)`` with the
-/// time since the call given by `now`.
-@inlinable
-@inline(__always)
-func runObservedRetry<Value: Sendable, C: Clock>(
-    configuration: consuming RetryConfiguration,
-    tolerance: Duration?,
-    clock: C,
-    isolation: isolated (any Actor)?,
-    now: () -> Duration,
-    runAttempt: (_ attempt: RetryAttempt, _ timeout: Duration?) async -> AsyncAttemptOutcome<Value>,
-    strategy: (any Error) -> RetryStrategy<C>,
-    observer: (RetryEvent<Value>) -> Void,
-    willStart: (RetryAttempt) -> Void
-) async throws -> Value where C.Duration == Duration {
-    // What the machine's actions said, for the attempt, the strategy and the last events.
-    var running: (attempt: RetryAttempt, timeout: Duration?)?
-    var consulted: (any Error)?
-    var value: Value?  // the successful attempt's, for its event
-    var interruption = AsyncAttemptInterruption.none
-    var machine = AsyncRetryFrameMachine(configuration)
-    return try await runAsyncRetry(
-        machine: &machine, observed: true, tolerance: tolerance, clock: clock,
-        isolation: isolation,
-        now: now,
-        runAttempt: { (number: Int) async throws(any Error) -> Value in
-            interruption = .none
-            guard let (attempt, timeout) = running, attempt.number == number else { throw AsyncRetry.inconsistency() }
-            switch await runAttempt(attempt, timeout) {
-            case .succeeded(let result):
-                value = result
-                return result
-            case .failed(let error):
-                throw error
-            case .timedOut:
-                interruption = .timedOut
-                throw RetryError(.attemptTimedOut)  // not seen: the machine makes the attempt's error
-            case .cancelled:
-                interruption = .cancelled
-                throw CancellationError()
-            }
-        },
-        interruption: { interruption },
-        strategy: { error in strategy(consulted ?? error) },
-        observe: { action, termination in
-            switch action {
-            case .run(let attempt, let timeout):
-                running = (attempt, timeout)
-                willStart(attempt)
-                observer(.attemptStarted(attempt))
-            case .consultStrategy(_, let error):
-                consulted = error
-            case .retry(let delay, let failed, let error):
-                observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
-            case .finish:
-                termination?.forEachEvent(value: value) { observer($0) }
-            case .withdraw, .awaitCondition, .interrupt, .repeatAfter, .none:
-                break  // a budget is paid where the machine decides; this runner runs no trials
-            }
-        })
+    return try await run(&machine, now: { start.duration(to: clock.now) })
 }
 
 extension AsyncRetry {

@@ -304,8 +304,6 @@ struct RetryBridgeState {
     var waiter: UnsafeContinuation<BridgeOutcome, Never>?
     /// Completions called more than once, for the observer (reported before the next `attemptStarted` or `finished`).
     var duplicates: [RetryAttempt] = []
-    /// Where the value slot is in ``RetryBridgeStorage``'s elements: set when the storage is made, never changed.
-    var slotOffset = 0
 
     /// Ends the attempt with `outcome` unless it has ended already; returns the waiter to resume with it.
     ///
@@ -359,7 +357,10 @@ struct RetryBridge: @unchecked Sendable {
     /// a timeout if `timed`. It is ready for attempt 1 (see ``begin(_:timed:)``).
     @usableFromInline
     init(valueSize: Int, valueAlignment: Int, timed: Bool) {
-        storage = RetryBridgeStorage.make(valueSize: valueSize, valueAlignment: valueAlignment, timed: timed)
+        storage = RetryBridgeStorage.make(
+            RetryBridgeStorage.self, RetryBridgeState(attempt: 1, timed: timed ? TimedBridgeAttempt() : nil),
+            fields: valueAlignment,
+            tailSize: valueSize, tailAlignment: valueAlignment)
     }
 
     /// Runs `body` with exclusive access to the bridge's state, under its lock.
@@ -373,7 +374,7 @@ struct RetryBridge: @unchecked Sendable {
     /// outcome (after the lock that stored it: nothing else touches it then).
     @usableFromInline
     func valueSlot() -> UnsafeMutableRawPointer {
-        storage.valueSlot
+        storage.tail(alignment: storage.field(\.self))
     }
 
     /// Starts attempt `number`; `timed` if it has a timeout. Returns the sink for its completion, and the duplicate
@@ -383,7 +384,7 @@ struct RetryBridge: @unchecked Sendable {
         if number == 1 {
             // The bridge was made with attempt 1 started, and no duplicates can precede it. Nothing else has the
             // bridge yet (no completion, timer or cancellation handler): its state is read without the lock.
-            let record = storage.withUnsafeMutablePointerToHeader { $0.pointee.timed }
+            let record = storage.withUnsharedState { $0.timed }
             return BridgeAttemptStart(sink: BridgeCompletionToken(self, attempt: 1, timed: record), duplicates: [])
         }
         let record = timed ? TimedBridgeAttempt() : nil
@@ -472,7 +473,7 @@ struct RetryBridge: @unchecked Sendable {
         store: (UnsafeMutableRawPointer) -> Void = { _ in }
     ) {
         var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
-        let slot = storage.valueSlot
+        let slot = valueSlot()
         let waiter: UnsafeContinuation<BridgeOutcome, Never>? = withLock { s in
             token.called = true
             let call: AttemptRecord.Call
@@ -581,54 +582,8 @@ final class TimedBridgeAttempt: @unchecked Sendable {
     init() {}
 }
 
-/// The one allocation of a ``RetryBridge``: its state as the header; its lock and the slot for a successful attempt's
-/// value in the elements (raw bytes, each at its alignment: the lock first, the slot at
-/// ``RetryBridgeState/slotOffset`` bytes from the elements).
-final class RetryBridgeStorage: ManagedBuffer<RetryBridgeState, UInt8> {
-    /// Storage with attempt 1 started (with a record of its own if `timed`: see ``RetryBridgeState/timed``).
-    static func make(valueSize: Int, valueAlignment: Int, timed: Bool) -> RetryBridgeStorage {
-        let lockEnd = MemoryLayout<LockPrimitive.Raw>.alignment + MemoryLayout<LockPrimitive.Raw>.size
-        let alignment = max(valueAlignment, 1)
-        let buffer = create(minimumCapacity: lockEnd + alignment + max(valueSize, 1)) { _ in
-            RetryBridgeState(attempt: 1, timed: timed ? TimedBridgeAttempt() : nil)
-        }
-        // `create` returns an instance of the class it is called on.
-        let storage = unsafeDowncast(buffer, to: RetryBridgeStorage.self)
-        storage.withUnsafeMutablePointers { state, elements in
-            let lock = lockPointer(elements)
-            LockPrimitive.initialize(lock)
-            let slot = UnsafeMutableRawPointer(lock + 1).alignedUp(toMultipleOf: alignment)
-            state.pointee.slotOffset = slot - UnsafeMutableRawPointer(elements)
-        }
-        return storage
-    }
-
-    /// The lock, at the first suitably aligned byte of the elements.
-    @inline(__always)
-    private static func lockPointer(_ elements: UnsafeMutablePointer<UInt8>) -> UnsafeMutablePointer<LockPrimitive.Raw>
-    {
-        UnsafeMutableRawPointer(elements).alignedUp(for: LockPrimitive.Raw.self).assumingMemoryBound(
-            to: LockPrimitive.Raw.self)
-    }
-
-    /// The value slot (see ``RetryBridge/valueSlot()``).
-    var valueSlot: UnsafeMutableRawPointer {
-        // `slotOffset` is set before the storage is shared and never changes: read without the lock.
-        withUnsafeMutablePointers { state, elements in UnsafeMutableRawPointer(elements) + state.pointee.slotOffset }
-    }
-
-    /// Runs `body` with exclusive access to the state, under the lock.
-    @inline(__always)
-    func withLock<T>(_ body: (inout RetryBridgeState) throws -> T) rethrows -> T {
-        try withUnsafeMutablePointers { state, elements in
-            let lock = Self.lockPointer(elements)
-            LockPrimitive.lock(lock)
-            defer { LockPrimitive.unlock(lock) }
-            return try body(&state.pointee)
-        }
-    }
-
-    deinit {
-        withUnsafeMutablePointerToElements { LockPrimitive.destroy(Self.lockPointer($0)) }
-    }
+/// The one allocation of a ``RetryBridge``: its state and lock, the values' alignment as the one field, and the slot for
+/// a successful attempt's value as the tail.
+final class RetryBridgeStorage: LockedBuffer<RetryBridgeState, Int> {
+    deinit { tearDown() }
 }

@@ -224,7 +224,7 @@ package struct RetryStateMachine: Sendable {
     }
 
     /// The state of a run of trials (see ``Trials``): what the condition said last, and where the current trial began.
-    private struct TrialState: Sendable {
+    fileprivate struct TrialState: Sendable {
         let trials: Trials
         var open = false
         var ended = false
@@ -238,7 +238,7 @@ package struct RetryStateMachine: Sendable {
 
     /// ``TrialState`` out of line, so that a machine that runs no trials (almost all of them) stays one word larger
     /// than without it. Replaced, never mutated in place (it changes a few times per trial at most).
-    private indirect enum TrialBox: Sendable {
+    fileprivate indirect enum TrialBox: Sendable {
         case state(TrialState)
     }
 
@@ -323,18 +323,28 @@ package struct RetryStateMachine: Sendable {
     /// A run of trials' state; `nil` for a plain retrier.
     private var trialBox: TrialBox?
 
-    /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``); with `trials`, a run
-    /// of trials of it (gated by a condition, repeating after each success).
+    /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
-    package init(_ configuration: consuming RetryConfiguration, trials: Trials? = nil) {
+    package init(_ configuration: consuming RetryConfiguration) {
         // Bounded in place: `configuration.bounded` would copy the configuration (its budget and closure) once more.
         if let total = configuration.totalTimeout { configuration.totalTimeout = DelayMath.bounded(total) }
         if let attempt = configuration.attemptTimeout { configuration.attemptTimeout = DelayMath.bounded(attempt) }
         self.configuration = configuration
-        if var trials {
-            trials.repeatDelay = trials.repeatDelay.map(DelayMath.clamp)
-            trialBox = .state(TrialState(trials: trials))
-        }
+    }
+
+    /// A machine for a run of trials of `configuration` (gated by a condition, repeating after each success).
+    package init(_ configuration: consuming RetryConfiguration, trials: Trials) {
+        self.init(configuration)
+        var trials = trials
+        trials.repeatDelay = trials.repeatDelay.map(DelayMath.clamp)
+        trialBox = .state(TrialState(trials: trials))
+    }
+
+    /// Whether this is a plain retrier, not a run of trials: checked first on every path a plain retrier takes, so
+    /// that trials cost it one comparison (their own paths are out of line). Reads the one field, never `self` as a
+    /// whole: a non-mutating call on `self` from a mutating input would copy the machine (and retain its references).
+    private var isPlain: Bool {
+        trialBox.isNone
     }
 
     /// A run of trials' state, read and replaced as a whole.
@@ -349,14 +359,17 @@ package struct RetryStateMachine: Sendable {
     /// `now` (time since the run started) as time since the current trial started: the time of every deadline,
     /// attempt and error. The same for a plain retrier.
     private func local(_ now: Duration) -> Duration {
-        guard let origin = trialState?.origin else { return now }
-        return now - origin
+        trialBox.isNone ? now : now - trialBox.origin
     }
 
     /// The attempts of every trial (the summary's count): those of the current one for a plain retrier.
     private var totalAttempts: Int {
-        guard let before = trialState?.attemptsBefore else { return attemptsRun }
-        let (sum, overflow) = before.addingReportingOverflow(attemptsRun)
+        isPlain ? attemptsRun : trialTotalAttempts
+    }
+
+    @inline(never)
+    private var trialTotalAttempts: Int {
+        let (sum, overflow) = (trialState?.attemptsBefore ?? 0).addingReportingOverflow(attemptsRun)
         return overflow ? .max : sum
     }
 
@@ -379,7 +392,8 @@ package struct RetryStateMachine: Sendable {
         guard case .finished(let ending) = state else { return nil }
         let now = ending.at
         let summary = RetrySummary(
-            reason: ending.reason.summaryReason, attempts: totalAttempts, elapsed: now + (trialState?.origin ?? .zero))
+            reason: ending.reason.summaryReason, attempts: totalAttempts, elapsed: isPlain ? now : now + trialBox.origin
+        )
         guard withAttempts else {
             return RetryTermination(
                 summary: summary, error: error(of: ending), failedAttempt: nil, succeededAttempt: nil)
@@ -449,11 +463,8 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func attemptSucceeded(_ number: Int, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
-        if let delay = trialState?.trials.repeatDelay {
-            state = .pausing
-            return .repeatAfter(delay, succeeded: attempt)
-        }
-        return finish(.succeeded, at: local(now), last: .succeeded, of: attempt)
+        if isPlain { return finish(.succeeded, at: now, last: .succeeded, of: attempt) }
+        return trialSucceeded(attempt, at: now)
     }
 
     /// Attempt `number` failed with `error`.
@@ -558,6 +569,16 @@ package struct RetryStateMachine: Sendable {
 
     // MARK: - Trials
 
+    /// ``attemptSucceeded(_:at:)`` in a run of trials: a repeating run pauses, any other finishes.
+    @inline(never)
+    private mutating func trialSucceeded(_ attempt: RetryAttempt, at now: Duration) -> Action {
+        if let delay = trialState?.trials.repeatDelay {
+            state = .pausing
+            return .repeatAfter(delay, succeeded: attempt)
+        }
+        return finish(.succeeded, at: local(now), last: .succeeded, of: attempt)
+    }
+
     /// The condition of a gated run changed (``RetryConditionSnapshot``, from whatever thread changed it; a snapshot
     /// older than one already recorded is ignored).
     ///
@@ -653,6 +674,7 @@ package struct RetryStateMachine: Sendable {
 
     // MARK: - Transitions
 
+    @inline(__always)
     private mutating func run(_ number: Int, at now: Duration) -> Action {
         var timeout = configuration.attemptTimeout
         if let deadline = configuration.totalTimeout {
@@ -709,6 +731,23 @@ package struct RetryStateMachine: Sendable {
         state = .finished(
             Ending(reason: Ending.Reason(reason), last: last, at: now, attemptStart: attempt?.elapsed ?? .zero))
         return .finish
+    }
+}
+
+extension Optional where Wrapped == RetryStateMachine.TrialBox {
+    /// Whether the machine is a plain retrier.
+    @inline(__always)
+    fileprivate var isNone: Bool {
+        if case .none = self { return true }
+        return false
+    }
+
+    /// When the current trial started (time since the run started); zero for a plain retrier. Out of line: only runs of
+    /// trials ask.
+    @inline(never)
+    fileprivate var origin: Duration {
+        guard case .state(let trial)? = self else { return .zero }
+        return trial.origin
     }
 }
 

@@ -8,10 +8,10 @@
 
 /// A value guarded by a lock: RetryKit's one lock type.
 ///
-/// The value and the lock live in one allocation (a `ManagedBuffer`: the value is its header, the lock its one
-/// element), in the manner of swift-nio's `NIOLockedValueBox`. The lock is `os_unfair_lock` on Apple platforms and a
-/// `pthread_mutex_t` elsewhere. `Synchronization.Mutex` would do the same but needs macOS 15 / iOS 18, above
-/// RetryKit's deployment targets; `NSLock` costs two more allocations and a dynamic call per operation.
+/// The value and the lock live in one allocation (a ``LockedBuffer`` with no fields), in the manner of swift-nio's
+/// `NIOLockedValueBox`. The lock is `os_unfair_lock` on Apple platforms and a `pthread_mutex_t` elsewhere.
+/// `Synchronization.Mutex` would do the same but needs macOS 15 / iOS 18, above RetryKit's deployment targets; `NSLock`
+/// costs two more allocations and a dynamic call per operation.
 ///
 /// Callers compute what to do inside ``withLock(_:)`` and act on it (resume continuations, run user code, cancel
 /// timers) after the lock is released: no user code ever runs while a RetryKit lock is held.
@@ -22,37 +22,23 @@ package struct Locked<State>: @unchecked Sendable {
 
     /// A lock guarding `state`.
     package init(_ state: State) {
-        storage = LockedStorage.make(state)
+        storage = LockedStorage.make(LockedStorage.self, state, fields: ())
     }
 
     /// Runs `body` with exclusive access to the state and returns its result.
     @inline(__always)
     package func withLock<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        try storage.withUnsafeMutablePointers { state, lock in
-            LockPrimitive.lock(lock)
-            defer { LockPrimitive.unlock(lock) }
-            return try body(&state.pointee)
-        }
+        try storage.withLock(body)
     }
 }
 
-/// The one allocation behind a ``Locked``: the state as the header, the lock as the only element.
-private final class LockedStorage<State>: ManagedBuffer<State, LockPrimitive.Raw> {
-    static func make(_ state: State) -> LockedStorage {
-        let buffer = create(minimumCapacity: 1) { _ in state }
-        // `create` returns an instance of the class it is called on.
-        let storage = unsafeDowncast(buffer, to: LockedStorage.self)
-        storage.withUnsafeMutablePointerToElements { LockPrimitive.initialize($0) }
-        return storage
-    }
-
-    deinit {
-        withUnsafeMutablePointerToElements { LockPrimitive.destroy($0) }
-    }
+/// The one allocation behind a ``Locked``: its state and lock, no fields.
+final class LockedStorage<State>: LockedBuffer<State, Void> {
+    deinit { tearDown() }
 }
 
-/// The platform's lock, used in place (never moved once initialized): by ``Locked``, and by ``CallbackRunner``, which
-/// keeps one in its own buffer.
+/// The platform's lock, used in place (never moved once initialized): by ``LockedBuffer``, and by ``CallbackRunner``,
+/// which keeps one in its own buffer.
 enum LockPrimitive {
     #if canImport(Darwin)
         typealias Raw = os_unfair_lock

@@ -10,11 +10,11 @@ struct RealClockCancellationTests {
     private static let backoff = Duration.seconds(10)
     private static let bound = Duration.seconds(5)
 
-    /// Waits until the first attempt has failed, gives the retrier a moment to start its wait, cancels the task and
-    /// returns how long the task took to end after the cancel, and how it ended.
-    private func cancelDuringBackoff<T: Sendable>(
-        firstAttempt: AsyncSignal, _ task: Task<T, any Error>
-    ) async throws -> (Duration, (any Error)?) {
+    /// Waits until the first attempt has failed (or started), gives the retrier a moment to start its wait, cancels the
+    /// task, and checks that the task ends with `CancellationError` within ``bound`` of the cancel.
+    private func expectPromptCancellation<T: Sendable>(
+        after firstAttempt: AsyncSignal, of task: Task<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
         await firstAttempt.wait()
         try await Task.sleep(for: .milliseconds(20))  // the retrier is now in its 10 s wait (or about to be)
         let clock = ContinuousClock()
@@ -22,8 +22,8 @@ struct RealClockCancellationTests {
         task.cancel()
         let result = await task.result
         let elapsed = start.duration(to: clock.now)
-        if case .failure(let error) = result { return (elapsed, error) }
-        return (elapsed, nil)
+        #expect(result.cbError is CancellationError, sourceLocation: sourceLocation)
+        #expect(elapsed < Self.bound, "took \(elapsed)", sourceLocation: sourceLocation)
     }
 
     @Test("The seed-compatible async API")
@@ -39,9 +39,7 @@ struct RealClockCancellationTests {
                 .backoff(.constant(Self.backoff))
             }
         }
-        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: failed, task)
-        #expect(error is CancellationError)
-        #expect(elapsed < Self.bound)
+        try await expectPromptCancellation(after: failed, of: task)
         #expect(calls.value == 1)
     }
 
@@ -59,9 +57,7 @@ struct RealClockCancellationTests {
                 events.append(asyncEventLine($0))
             }
         }
-        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: failed, task)
-        #expect(error is CancellationError)
-        #expect(elapsed < Self.bound)
+        try await expectPromptCancellation(after: failed, of: task)
         #expect(events.values.last?.hasPrefix("finished cancelled after 1") == true)
     }
 
@@ -78,9 +74,7 @@ struct RealClockCancellationTests {
                 .backoff(.constant(Self.backoff))
             }
         }
-        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: failed, task)
-        #expect(error is CancellationError)
-        #expect(elapsed < Self.bound)
+        try await expectPromptCancellation(after: failed, of: task)
         #expect(calls.value == 1)
     }
 
@@ -96,9 +90,7 @@ struct RealClockCancellationTests {
                 started.fire()
             }
         }
-        let (elapsed, error) = try await cancelDuringBackoff(firstAttempt: started, task)
-        #expect(error is CancellationError)
-        #expect(elapsed < Self.bound)
+        try await expectPromptCancellation(after: started, of: task)
         #expect(hooks.value == 1)
     }
 }

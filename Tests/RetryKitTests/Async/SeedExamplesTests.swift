@@ -103,6 +103,32 @@ struct SeedExamplesTests {
         (response as? HTTPURLResponse)?.statusCode
     }
 
+    /// Runs `example` against `session` and checks that it rethrows the `URLError` with `code`, after `calls` requests.
+    private func expectRethrows(
+        _ code: URLError.Code, after calls: Int, on session: SeedScriptedSession,
+        _ example: () async throws -> (Data, URLResponse), sourceLocation: SourceLocation = #_sourceLocation
+    ) async {
+        await SeedScriptedSession.$current.withValue(session) {
+            let error = await #expect(throws: URLError.self, sourceLocation: sourceLocation) { try await example() }
+            #expect(error?.code == code, sourceLocation: sourceLocation)
+        }
+        #expect(session.callCount == calls, sourceLocation: sourceLocation)
+    }
+
+    /// The custom backoff example's call, on `clock` rather than the real clock: five attempts, two seconds apart.
+    private func customBackoff(
+        _ session: SeedScriptedSession, on clock: VirtualClock
+    ) -> Task<(Data, URLResponse), any Error> {
+        let url = examples.url
+        return Task {
+            try await retry(maxAttempts: 5, clock: clock) {
+                try await session.data(from: url)
+            } strategy: { _ in
+                return .backoff(.constant(.seconds(2)))
+            }
+        }
+    }
+
     @Test("Defaults: errors are retried twice more, without delay")
     func defaultsRetryThreeTimes() async throws {
         let session = SeedScriptedSession([
@@ -119,11 +145,7 @@ struct SeedExamplesTests {
     @Test("Defaults: the third failure is rethrown as it is")
     func defaultsRethrowTheLastError() async throws {
         let session = SeedScriptedSession([.failure(.timedOut), .failure(.timedOut), .failure(.cannotConnectToHost)])
-        await SeedScriptedSession.$current.withValue(session) {
-            let error = await #expect(throws: URLError.self) { try await examples.defaults() }
-            #expect(error?.code == .cannotConnectToHost)
-        }
-        #expect(session.callCount == 3)
+        await expectRethrows(.cannotConnectToHost, after: 3, on: session) { try await examples.defaults() }
     }
 
     @Test("Custom backoff, unchanged call: a first success returns at once")
@@ -142,14 +164,7 @@ struct SeedExamplesTests {
     func customBackoffWaitsTwoSecondsBetweenFiveAttempts() async throws {
         let clock = VirtualClock()
         let session = SeedScriptedSession(Array(repeating: .failure(.timedOut), count: 4) + [.status(200)])
-        let url = examples.url
-        let task = Task {
-            try await retry(maxAttempts: 5, clock: clock) {
-                try await session.data(from: url)
-            } strategy: { _ in
-                return .backoff(.constant(.seconds(2)))
-            }
-        }
+        let task = customBackoff(session, on: clock)
         for retry in 1...4 {
             await clock.waitForSleepers()
             #expect(session.callCount == retry)
@@ -166,14 +181,7 @@ struct SeedExamplesTests {
     func customBackoffExhausts() async throws {
         let clock = VirtualClock()
         let session = SeedScriptedSession(Array(repeating: .failure(.timedOut), count: 5))
-        let url = examples.url
-        let task = Task {
-            try await retry(maxAttempts: 5, clock: clock) {
-                try await session.data(from: url)
-            } strategy: { _ in
-                return .backoff(.constant(.seconds(2)))
-            }
-        }
+        let task = customBackoff(session, on: clock)
         await #expect(throws: URLError.self) { try await clock.run(until: task) }
         #expect(session.callCount == 5)
         #expect(clock.now == .zero.advanced(by: .seconds(8)))
@@ -195,11 +203,7 @@ struct SeedExamplesTests {
     @Test("429: any other error stops at once and is rethrown")
     func tooManyRequestsStopsOnOtherErrors() async throws {
         let session = SeedScriptedSession([.failure(.badServerResponse), .status(200)])
-        await SeedScriptedSession.$current.withValue(session) {
-            let error = await #expect(throws: URLError.self) { try await examples.tooManyRequests() }
-            #expect(error?.code == .badServerResponse)
-        }
-        #expect(session.callCount == 1)
+        await expectRethrows(.badServerResponse, after: 1, on: session) { try await examples.tooManyRequests() }
     }
 
     @Test("429 three times: the last TooManyRequests is rethrown")

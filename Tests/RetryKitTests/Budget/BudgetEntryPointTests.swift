@@ -63,6 +63,28 @@ struct BudgetEntryPointTests {
         #expect(script.budget.availableTokens == 10, "the success refunded them")
     }
 
+    /// Checks the budget's accounting for `script`: refunded when it succeeds on the second attempt, refused otherwise.
+    private func expectAccounting(_ result: Result<Int, any Error>?, _ script: Script) {
+        if script.succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+    }
+
+    /// Runs an async entry point with a script that succeeds on the second attempt and one that would succeed on the
+    /// tenth, each on a `VirtualClock` and on the default clock (`onClock` false), and checks the accounting.
+    private func expectAsyncAccounting(_ run: (_ script: Script, _ onClock: Bool) async throws -> Int) async {
+        for succeedOn in [2, 10] {
+            for onClock in [true, false] {
+                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
+                let result: Result<Int, any Error>
+                do {
+                    result = .success(try await run(script, onClock))
+                } catch {
+                    result = .failure(error)
+                }
+                expectAccounting(result, script)
+            }
+        }
+    }
+
     @Test func callbackDoneOperationWithSummary() {
         for succeedOn in [2, 10] {
             let script = Script(twoRetryBudget(), succeedOn: succeedOn)
@@ -74,7 +96,7 @@ struct BudgetEntryPointTests {
                     #expect(summary.reason == (succeedOn == 2 ? .succeeded : .budgetExhausted))
                 }
             }
-            if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            expectAccounting(result, script)
         }
     }
 
@@ -88,7 +110,7 @@ struct BudgetEntryPointTests {
                     finish(result)
                 }
             }
-            if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            expectAccounting(result, script)
         }
     }
 
@@ -111,64 +133,40 @@ struct BudgetEntryPointTests {
                         }
                     }
                 }
-                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+                expectAccounting(result, script)
             }
         }
     }
 
     @Test func asyncObservedRetry() async {
-        for succeedOn in [2, 10] {
-            for onClock in [true, false] {
-                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
-                let result: Result<Int, any Error>
-                do {
-                    if onClock {
-                        result = .success(
-                            try await retry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) { attempt in
-                                try script.attempt(attempt).get()
-                            })
-                    } else {
-                        result = .success(
-                            try await retry(maxAttempts: 10, budget: script.budget) { attempt in
-                                try script.attempt(attempt).get()
-                            })
-                    }
-                } catch {
-                    result = .failure(error)
+        await expectAsyncAccounting { script, onClock in
+            if onClock {
+                return try await retry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) { attempt in
+                    try script.attempt(attempt).get()
                 }
-                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            }
+            return try await retry(maxAttempts: 10, budget: script.budget) { attempt in
+                try script.attempt(attempt).get()
             }
         }
     }
 
     @Test func asyncBasicRetry() async {
-        for succeedOn in [2, 10] {
-            for onClock in [true, false] {
-                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
-                let calls = Locked(0)
-                let operation: @Sendable () async throws -> Int = {
-                    let number = calls.withLock { n in
-                        n += 1
-                        return n
-                    }
-                    return try script.attempt(RetryAttempt(number: number, maxAttempts: 10, elapsed: .zero)).get()
+        await expectAsyncAccounting { script, onClock in
+            let calls = Locked(0)
+            let operation: @Sendable () async throws -> Int = {
+                let number = calls.withLock { n in
+                    n += 1
+                    return n
                 }
-                let result: Result<Int, any Error>
-                do {
-                    if onClock {
-                        result = .success(
-                            try await retry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) {
-                                try await operation()
-                            })
-                    } else {
-                        result = .success(
-                            try await retry(maxAttempts: 10, budget: script.budget) { try await operation() })
-                    }
-                } catch {
-                    result = .failure(error)
-                }
-                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+                return try script.attempt(RetryAttempt(number: number, maxAttempts: 10, elapsed: .zero)).get()
             }
+            if onClock {
+                return try await retry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) {
+                    try await operation()
+                }
+            }
+            return try await retry(maxAttempts: 10, budget: script.budget) { try await operation() }
         }
     }
 
@@ -183,26 +181,14 @@ struct BudgetEntryPointTests {
     }
 
     @Test func withRetryBridge() async {
-        for succeedOn in [2, 10] {
-            for onClock in [true, false] {
-                let script = Script(twoRetryBudget(), succeedOn: succeedOn)
-                let result: Result<Int, any Error>
-                do {
-                    if onClock {
-                        result = .success(
-                            try await withRetry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) {
-                                attempt, done in done(script.attempt(attempt))
-                            })
-                    } else {
-                        result = .success(
-                            try await withRetry(maxAttempts: 10, budget: script.budget) { attempt, done in
-                                done(script.attempt(attempt))
-                            })
-                    }
-                } catch {
-                    result = .failure(error)
+        await expectAsyncAccounting { script, onClock in
+            if onClock {
+                return try await withRetry(maxAttempts: 10, budget: script.budget, clock: VirtualClock()) {
+                    attempt, done in done(script.attempt(attempt))
                 }
-                if succeedOn == 2 { expectRefunded(result, script) } else { expectRefused(result, script) }
+            }
+            return try await withRetry(maxAttempts: 10, budget: script.budget) { attempt, done in
+                done(script.attempt(attempt))
             }
         }
     }

@@ -3,6 +3,16 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
+/// An attempt's operation that counts its calls in `calls` and completes with `result` at once.
+private func counting(
+    _ calls: CBCounter, _ result: Result<Int, any Error>
+) -> @Sendable (RetryAttempt, AttemptCompletion<Int>) -> Void {
+    { _, done in
+        calls.increment()
+        done(result)
+    }
+}
+
 extension CallbackRunnerTests {
     /// Whole retrier sequences on `VirtualScheduler`'s virtual time.
     @Suite("Callback retry on virtual time")
@@ -17,10 +27,7 @@ extension CallbackRunnerTests {
             let calls = CBCounter()
             retry(
                 on: queue, scheduler: scheduler,
-                operation: { _, done in
-                    calls.increment()
-                    done(.success(42))
-                }, observer: recorder.observer, completion: recorder.completion)
+                operation: counting(calls, .success(42)), observer: recorder.observer, completion: recorder.completion)
 
             #expect(calls.count == 0, "nothing runs before the scheduler is advanced")
             scheduler.advance()
@@ -269,10 +276,7 @@ extension CallbackRunnerTests {
             let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()
             let calls = CBCounter()
-            let operation: @Sendable (RetryAttempt, AttemptCompletion<Int>) -> Void = { _, done in
-                calls.increment()
-                done(.success(1))
-            }
+            let operation = counting(calls, .success(1))
             switch configuration {
             case .zeroAttempts:
                 retry(
@@ -311,10 +315,8 @@ extension CallbackRunnerTests {
             let calls = CBCounter()
             let handle = retry(
                 on: queue, scheduler: scheduler,
-                operation: { _, done in
-                    calls.increment()
-                    done(.failure(CBError(code: 1)))
-                }, strategy: { _ in .backoff(.constant(.seconds(10))) }, observer: recorder.observer,
+                operation: counting(calls, .failure(CBError(code: 1))),
+                strategy: { _ in .backoff(.constant(.seconds(10))) }, observer: recorder.observer,
                 completion: recorder.completion)
 
             scheduler.advance()
@@ -369,10 +371,7 @@ extension CallbackRunnerTests {
             let calls = CBCounter()
             let handle = retry(
                 on: queue, scheduler: scheduler,
-                operation: { _, done in
-                    calls.increment()
-                    done(.success(1))
-                }, observer: recorder.observer, completion: recorder.completion)
+                operation: counting(calls, .success(1)), observer: recorder.observer, completion: recorder.completion)
             handle.cancel()
             scheduler.run()
 

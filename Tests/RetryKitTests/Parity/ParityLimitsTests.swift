@@ -9,13 +9,6 @@ import Testing
 /// (numbers, elapsed times), the same waits, the same result, and here also the same tokens left in the budget.
 @Suite("Parity of all retry styles: budgets and both timeouts", .timeLimit(.minutes(1)))
 struct ParityLimitsTests {
-    private let everyStyle = ParityStyle.allCases
-    private let timedStyles = ParityStyle.allCases.filter { $0 != .seedAsync }
-
-    private func attempt(_ number: Int, of maxAttempts: Int, at elapsed: Duration) -> RetryAttempt {
-        RetryAttempt(number: number, maxAttempts: maxAttempts, elapsed: elapsed)
-    }
-
     // MARK: - Budgets
 
     @Test("A shared budget that refuses the second retry: budgetExhausted with the last error, the same events")
@@ -24,18 +17,14 @@ struct ParityLimitsTests {
         // 15 tokens, 5 a retry; another retrier sharing the budget has paid for 2 retries: 5 tokens left, one retry.
         scenario.budget = ParityBudget(capacity: 15, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 2)
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let refused = "RetryError(retry budget exhausted after 2 attempts in \(d[0]); last error: TestError(2))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.budgetExhausted)),
-                .finished(RetrySummary(reason: .budgetExhausted, attempts: 2, elapsed: d[0]), error: refused),
-                .result("error \(refused)"),
-            ],
+            ] + .endFailed(.budgetExhausted, attempts: 2, elapsed: d[0], error: refused),
             waits: [d[0]], tokens: 0)
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
     @Test("A success refunds the cost of the retry that led to it; a first-try success refunds successRefund")
@@ -44,32 +33,20 @@ struct ParityLimitsTests {
         // 30 tokens, 2 retries of another retrier (20 left), 2 of ours (10 left), the success refunds 5: 15.
         scenario.budget = ParityBudget(capacity: 30, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 2)
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
-        let a2 = attempt(2, of: 4, at: d[0])
         let a3 = attempt(3, of: 4, at: d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-                .started(a3), .succeeded(a3, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: d[0] + d[1]), error: nil),
-                .result("value v3"),
-            ],
+            log: .failedAndRetried(d, of: 4) + .succeeding(a3),
             waits: d, tokens: 15)
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
 
         var firstTry = ParityScenario(maxAttempts: 4, steps: [.succeed])
         firstTry.budget = ParityBudget(
             capacity: 30, retryCost: 5, timeoutRetryCost: 10, successRefund: 3, retriesByOthers: 2)
         let a = attempt(1, of: 4, at: .zero)
         let expectedFirstTry = ParityRun(
-            log: [
-                .started(a), .succeeded(a, value: "v1"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 1, elapsed: .zero), error: nil),
-                .result("value v1"),
-            ],
+            log: .succeeding(a),
             waits: [], tokens: 23)
-        await expectParity(firstTry, expected: expectedFirstTry, styles: everyStyle)
+        await expectParity(firstTry, expected: expectedFirstTry, styles: ParityStyle.allCases)
     }
 
     @Test("A retry after a timed-out attempt costs timeoutRetryCost; the success refunds what its retry cost")
@@ -78,23 +55,14 @@ struct ParityLimitsTests {
         // 100 tokens: 20 for the retry after the timeout, 5 for the one after the failure, 5 back for the success.
         scenario.budget = ParityBudget(capacity: 100, retryCost: 5, timeoutRetryCost: 20)
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
         let a2 = attempt(2, of: 4, at: .seconds(2) + d[0])
         let a3 = attempt(3, of: 4, at: .seconds(2) + d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 4, retryAfter: d[0]) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-                .started(a3), .succeeded(a3, value: "v3"),
-                .finished(
-                    RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(2) + d[0] + d[1]), error: nil),
-                .result("value v3"),
-            ],
+            ] + .succeeding(a3),
             waits: [.seconds(2), d[0], d[1]], tokens: 80)
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 
     @Test("A budget that pays for a plain retry but not for one after a timeout refuses after the timeout")
@@ -108,11 +76,9 @@ struct ParityLimitsTests {
         let expected = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: timedOut, next: .giveUp(.budgetExhausted)),
-                .finished(RetrySummary(reason: .budgetExhausted, attempts: 1, elapsed: .seconds(2)), error: refused),
-                .result("error \(refused)"),
-            ],
+            ] + .endFailed(.budgetExhausted, attempts: 1, elapsed: .seconds(2), error: refused),
             waits: [.seconds(2)], tokens: 15)
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 
     // MARK: - Both timeouts
@@ -122,26 +88,17 @@ struct ParityLimitsTests {
         let scenario = ParityScenario(
             maxAttempts: 4, totalTimeout: .seconds(60), attemptTimeout: .seconds(2), steps: [.hang, .hang, .succeed])
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
         let a2 = attempt(2, of: 4, at: .seconds(2) + d[0])
         let a3 = attempt(3, of: 4, at: .seconds(4) + d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 4, retryAfter: d[0]) + [
                 .started(a2),
                 .failed(
                     a2, error: "RetryError(attempt timed out after 2 attempts in \(.seconds(4) + d[0]))",
                     next: .retry(after: d[1])),
-                .started(a3), .succeeded(a3, value: "v3"),
-                .finished(
-                    RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(4) + d[0] + d[1]), error: nil),
-                .result("value v3"),
-            ],
+            ] + .succeeding(a3),
             waits: [.seconds(2), d[0], .seconds(2), d[1]])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 
     @Test("A total timeout that cuts an attempt's timeout short: deadlineExceeded when the total timeout expires")
@@ -149,22 +106,18 @@ struct ParityLimitsTests {
         var scenario = ParityScenario(maxAttempts: 5, attemptTimeout: .seconds(5), steps: [.fail, .hang])
         let d = scenario.coreDelays(1)
         scenario.totalTimeout = d[0] + .seconds(3)  // attempt 2 would time out at d0 + 5 s
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let end = d[0] + .seconds(3)
         let deadline = "RetryError(retry deadline exceeded after 2 attempts in \(end); last error: TestError(1))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2),
                 .failed(
                     a2, error: "RetryError(attempt timed out after 2 attempts in \(end))",
                     next: .giveUp(.deadlineExceeded)),
-                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 2, elapsed: end), error: deadline),
-                .result("error \(deadline)"),
-            ],
+            ] + .endFailed(.deadlineExceeded, attempts: 2, elapsed: end, error: deadline),
             waits: [d[0], .seconds(3)])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 
     @Test("With both timeouts, a retry wait that would cross the total deadline gives up at once")
@@ -172,22 +125,15 @@ struct ParityLimitsTests {
         var scenario = ParityScenario(maxAttempts: 10, attemptTimeout: .seconds(2), steps: [.hang, .fail])
         let d = scenario.coreDelays(2)
         scenario.totalTimeout = .seconds(2) + d[0] + d[1] / 2  // the second wait would end after it
-        let a1 = attempt(1, of: 10, at: .zero)
         let a2 = attempt(2, of: 10, at: .seconds(2) + d[0])
         let end = .seconds(2) + d[0]
         let deadline = "RetryError(retry deadline exceeded after 2 attempts in \(end); last error: TestError(2))"
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 10, retryAfter: d[0]) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.deadlineExceeded)),
-                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 2, elapsed: end), error: deadline),
-                .result("error \(deadline)"),
-            ],
+            ] + .endFailed(.deadlineExceeded, attempts: 2, elapsed: end, error: deadline),
             waits: [.seconds(2), d[0]])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 }
 
@@ -198,21 +144,13 @@ extension ParityLimitsTests {
         let scenario = ParityScenario(
             maxAttempts: 2, attemptTimeout: .seconds(2), steps: [.hangThenLateValue, .fail])
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(2) + d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
+            log: .timedOutAndRetried(after: .seconds(2), of: 2, retryAfter: d[0]) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.exhausted)),
-                .finished(
-                    RetrySummary(reason: .exhausted, attempts: 2, elapsed: .seconds(2) + d[0]), error: "TestError(2)"),
-                .result("error TestError(2)"),
-            ],
+            ] + .endFailed(.exhausted, attempts: 2, elapsed: .seconds(2) + d[0], error: "TestError(2)"),
             waits: [.seconds(2), d[0]])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 
     @Test("`.stop` pays for no retry; a cancelled wait keeps what its retry paid")
@@ -220,31 +158,21 @@ extension ParityLimitsTests {
         var stop = ParityScenario(maxAttempts: 5, steps: [], stopOn: 2)
         stop.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
         let d = stop.coreDelays(2)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let expectedStop = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried([d[0]], of: 5) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.stopped)),
-                .finished(RetrySummary(reason: .stopped, attempts: 2, elapsed: d[0]), error: "TestError(2)"),
-                .result("error TestError(2)"),
-            ],
+            ] + .endFailed(.stopped, attempts: 2, elapsed: d[0], error: "TestError(2)"),
             waits: [d[0]], tokens: 45)
-        await expectParity(stop, expected: expectedStop, styles: everyStyle)
+        await expectParity(stop, expected: expectedStop, styles: ParityStyle.allCases)
 
         var cancel = ParityScenario(maxAttempts: 5, steps: [], cancel: .duringWait(2))
         cancel.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
         let expectedCancel = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-                .finished(
-                    RetrySummary(reason: .cancelled, attempts: 2, elapsed: d[0] + d[1] / 2),
-                    error: "CancellationError()"),
-                .result("error CancellationError()"),
-            ],
+            log: .failedAndRetried(d, of: 5)
+                + .endFailed(.cancelled, attempts: 2, elapsed: d[0] + d[1] / 2, error: "CancellationError()"),
             waits: d, tokens: 40)
-        await expectParity(cancel, expected: expectedCancel, styles: everyStyle)
+        await expectParity(cancel, expected: expectedCancel, styles: ParityStyle.allCases)
     }
 
     @Test("A retry that the total deadline forbids is not paid for; immediate retries pay like any other")
@@ -253,35 +181,23 @@ extension ParityLimitsTests {
         let d = deadline.coreDelays(2)
         deadline.totalTimeout = d[0] + d[1] / 2
         deadline.budget = ParityBudget(capacity: 50, retryCost: 5, timeoutRetryCost: 10)
-        let a1 = attempt(1, of: 10, at: .zero)
         let a2 = attempt(2, of: 10, at: d[0])
         let exceeded = "RetryError(retry deadline exceeded after 2 attempts in \(d[0]); last error: TestError(2))"
         let expectedDeadline = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried([d[0]], of: 10) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.deadlineExceeded)),
-                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 2, elapsed: d[0]), error: exceeded),
-                .result("error \(exceeded)"),
-            ],
+            ] + .endFailed(.deadlineExceeded, attempts: 2, elapsed: d[0], error: exceeded),
             waits: [d[0]], tokens: 45)
-        await expectParity(deadline, expected: expectedDeadline, styles: timedStyles)
+        await expectParity(deadline, expected: expectedDeadline, styles: ParityStyle.timed)
 
         var immediate = ParityScenario(maxAttempts: 4, steps: [.fail, .fail, .succeed])
         immediate.immediateRetries = true
         immediate.budget = ParityBudget(capacity: 12, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 0)
-        let i1 = attempt(1, of: 4, at: .zero)
-        let i2 = attempt(2, of: 4, at: .zero)
         let i3 = attempt(3, of: 4, at: .zero)
         let expectedImmediate = ParityRun(
-            log: [
-                .started(i1), .failed(i1, error: "TestError(1)", next: .retry(after: .zero)),
-                .started(i2), .failed(i2, error: "TestError(2)", next: .retry(after: .zero)),
-                .started(i3), .succeeded(i3, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .zero), error: nil),
-                .result("value v3"),
-            ],
+            log: .failedAndRetried([.zero, .zero], of: 4) + .succeeding(i3),
             waits: [], tokens: 7)
-        await expectParity(immediate, expected: expectedImmediate, styles: everyStyle)
+        await expectParity(immediate, expected: expectedImmediate, styles: ParityStyle.allCases)
 
         var single = ParityScenario(maxAttempts: 1, steps: [.fail])
         single.budget = ParityBudget(capacity: 12, retryCost: 5, timeoutRetryCost: 10, retriesByOthers: 1)
@@ -289,11 +205,9 @@ extension ParityLimitsTests {
         let expectedSingle = ParityRun(
             log: [
                 .started(s1), .failed(s1, error: "TestError(1)", next: .giveUp(.exhausted)),
-                .finished(RetrySummary(reason: .exhausted, attempts: 1, elapsed: .zero), error: "TestError(1)"),
-                .result("error TestError(1)"),
-            ],
+            ] + .endFailed(.exhausted, attempts: 1, elapsed: .zero, error: "TestError(1)"),
             waits: [], tokens: 7)
-        await expectParity(single, expected: expectedSingle, styles: everyStyle)
+        await expectParity(single, expected: expectedSingle, styles: ParityStyle.allCases)
     }
 }
 
@@ -309,15 +223,9 @@ extension ParityLimitsTests {
             ),
         ])
     func invalidTimeouts(total: Duration?, attempt: Duration?, problem: String) async {
-        let scenario = ParityScenario(maxAttempts: 3, totalTimeout: total, attemptTimeout: attempt, steps: [.succeed])
-        let error = "RetryError(invalid retry configuration: \(problem) after 0 attempts)"
-        let expected = ParityRun(
-            log: [
-                .finished(RetrySummary(reason: .invalidConfiguration, attempts: 0, elapsed: .zero), error: error),
-                .result("error \(error)"),
-            ],
-            waits: [])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectInvalidConfiguration(
+            ParityScenario(maxAttempts: 3, totalTimeout: total, attemptTimeout: attempt, steps: [.succeed]),
+            problem: problem, styles: ParityStyle.timed)
     }
 
     @Test("Timeouts of .seconds(Int64.max): clamped to the saturation limit alike in every style")
@@ -331,12 +239,9 @@ extension ParityLimitsTests {
         let expected = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: timedOut, next: .retry(after: d[0])),
-                .started(a2), .succeeded(a2, value: "v2"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: limit + d[0]), error: nil),
-                .result("value v2"),
-            ],
+            ] + .succeeding(a2),
             waits: [limit, d[0]])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
 
         // Both clamped to the same bound: the attempt's timeout is the total deadline, and the run ends there.
         var both = scenario
@@ -345,10 +250,8 @@ extension ParityLimitsTests {
         let expectedBoth = ParityRun(
             log: [
                 .started(a1), .failed(a1, error: timedOut, next: .giveUp(.deadlineExceeded)),
-                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 1, elapsed: limit), error: exceeded),
-                .result("error \(exceeded)"),
-            ],
+            ] + .endFailed(.deadlineExceeded, attempts: 1, elapsed: limit, error: exceeded),
             waits: [limit])
-        await expectParity(both, expected: expectedBoth, styles: timedStyles)
+        await expectParity(both, expected: expectedBoth, styles: ParityStyle.timed)
     }
 }

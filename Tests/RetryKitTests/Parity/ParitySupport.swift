@@ -31,6 +31,11 @@ enum ParityStyle: String, CaseIterable, Sendable, CustomTestStringConvertible {
 
     var testDescription: String { rawValue }
 
+    /// Every style but the seed-compatible one, which has no time limits.
+    static let timed = allCases.filter { $0 != .seedAsync }
+    /// The styles whose operation gets a completion handler, and so can call it twice.
+    static let completionHandler: [ParityStyle] = [.callback, .handleValue, .withRetry, .policyCallback]
+
     /// Whether the style runs on the completion-handler runner (and so on a `VirtualScheduler`).
     var isCallback: Bool {
         switch self {
@@ -56,7 +61,8 @@ struct ParityScenario: Sendable {
         case fail
         /// Succeeds with `"v\(n)"`.
         case succeed
-        /// Never completes on its own: only a timer or a cancel ends it. (The async form honours cancellation.)
+        /// Never completes on its own: only a timer, a cancel or (for a gated policy) the condition closing ends it.
+        /// (The async form honours cancellation.)
         case hang
         /// Calls its completion twice with `TestError(n)`; the async form fails once.
         case failTwice
@@ -93,18 +99,6 @@ struct ParityScenario: Sendable {
     var immediateRetries = false
     /// The shared budget every run pays into (a fresh one per run, in the same state), if any.
     var budget: ParityBudget?
-
-    init(
-        maxAttempts: Int, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, steps: [Step],
-        stopOn: Int? = nil, cancel: Cancel? = nil
-    ) {
-        self.maxAttempts = maxAttempts
-        self.totalTimeout = totalTimeout
-        self.attemptTimeout = attemptTimeout
-        self.steps = steps
-        self.stopOn = stopOn
-        self.cancel = cancel
-    }
 
     /// The backoff of every run: seeded full-jitter exponential (a fresh generator each time it is called), or `.none`
     /// for ``immediateRetries``.
@@ -144,19 +138,32 @@ struct ParityScenario: Sendable {
         }
     }
 
-    func step(_ attempt: Int) -> Step {
-        attempt <= steps.count ? steps[attempt - 1] : .fail
-    }
-
     /// Attempt `number` as a completion-handler operation.
     func perform(_ number: Int, _ done: AttemptCompletion<String>, _ progress: ParityProgress) {
-        switch step(number) {
+        Step.of(number, in: steps).perform(number, done, progress)
+    }
+
+    /// Attempt `number` as an async operation.
+    func perform(_ number: Int, _ progress: ParityProgress) async throws -> String {
+        try await Step.of(number, in: steps).perform(number, progress)
+    }
+}
+
+extension ParityScenario.Step {
+    /// What attempt `number` does, step `number - 1` of `steps`: attempts past the end fail.
+    static func of(_ number: Int, in steps: [Self]) -> Self {
+        number <= steps.count ? steps[number - 1] : .fail
+    }
+
+    /// Carries the step out as attempt `number`, a completion-handler operation.
+    func perform(_ number: Int, _ done: AttemptCompletion<String>, _ progress: ParityProgress) {
+        switch self {
         case .fail:
             done(.failure(TestError(number)))
         case .succeed:
             done(.success("v\(number)"))
         case .hang:
-            progress.keep(done)  // never calls done: a timer or a cancel ends it
+            progress.keep(done)  // never calls done: a timer, a cancel or the condition ends it
             progress.milestone()
         case .hangThenLateValue:
             progress.keep(done)
@@ -171,20 +178,20 @@ struct ParityScenario: Sendable {
         }
     }
 
-    /// Attempt `number` as an async operation.
+    /// Carries the step out as attempt `number`, an async operation.
     func perform(_ number: Int, _ progress: ParityProgress) async throws -> String {
-        switch step(number) {
+        switch self {
         case .fail, .failTwice:
             throw TestError(number)
         case .succeed, .succeedTwice:
             return "v\(number)"
         case .hang:
             progress.milestone()
-            try await Task.sleep(for: .seconds(600))  // real time, but cancelled at once by a timeout or a cancel
+            try await Task.sleep(for: .seconds(600))  // real time, but cancelled at once (timeout, cancel, condition)
             throw CancellationError()
         case .hangThenLateValue:
             progress.milestone()
-            try? await Task.sleep(for: .seconds(600))  // real time, but cancelled at once by a timeout or a cancel
+            try? await Task.sleep(for: .seconds(600))  // real time, but cancelled at once (timeout, cancel, condition)
             return "late v\(number)"  // ignores the cancellation
         }
     }
@@ -279,6 +286,72 @@ enum ParityEntry: Hashable, Sendable, CustomStringConvertible {
     }
 }
 
+extension [ParityEntry] {
+    /// The events of attempts 1, 2, … of a retrier (or of a policy's trial) with `maxAttempts`, one for each of
+    /// `delays`: each fails with `TestError(k)`, `k` counted from `firstError`, and is retried after its delay; each
+    /// starts when the waits before it are over.
+    static func failedAndRetried(_ delays: [Duration], of maxAttempts: Int, firstError: Int = 1) -> Self {
+        var events: Self = []
+        var elapsed = Duration.zero
+        for (index, delay) in delays.enumerated() {
+            let started = attempt(index + 1, of: maxAttempts, at: elapsed)
+            events += [
+                .started(started),
+                .failed(started, error: "TestError(\(firstError + index))", next: .retry(after: delay)),
+            ]
+            elapsed += delay
+        }
+        return events
+    }
+
+    /// The events of a first attempt (of a retrier or trial with `maxAttempts`) that times out after `timeout` and is
+    /// retried after `delay`.
+    static func timedOutAndRetried(after timeout: Duration, of maxAttempts: Int, retryAfter delay: Duration) -> Self {
+        let first = attempt(1, of: maxAttempts, at: .zero)
+        return [
+            .started(first),
+            .failed(
+                first, error: "RetryError(attempt timed out after 1 attempt in \(timeout))", next: .retry(after: delay)),
+        ]
+    }
+
+    /// The last lines of a run that succeeds with `value`: its `finished` event, then the value the caller gets.
+    static func endSucceeded(_ value: String, attempts: Int, elapsed: Duration) -> Self {
+        [
+            .finished(RetrySummary(reason: .succeeded, attempts: attempts, elapsed: elapsed), error: nil),
+            .result("value \(value)"),
+        ]
+    }
+
+    /// The events of a repetition's attempt that succeeds at once with `value`, then the value delivered.
+    static func delivering(_ value: String, at attempt: RetryAttempt) -> Self {
+        [.started(attempt), .succeeded(attempt, value: value), .result("value \(value)")]
+    }
+
+    /// The last lines of a run whose attempt `last` succeeds at once with `"v\(n)"` (`n` its number): its events, the
+    /// `finished` event, then the value the caller gets.
+    static func succeeding(_ last: RetryAttempt) -> Self {
+        let value = "v\(last.number)"
+        return [.started(last), .succeeded(last, value: value)]
+            + endSucceeded(value, attempts: last.number, elapsed: last.elapsed)
+    }
+
+    /// The last lines of a run that gives up with `error`: its `finished` event, then the error the caller gets.
+    static func endFailed(
+        _ reason: RetryError.Reason, attempts: Int, elapsed: Duration, error: String
+    ) -> Self {
+        [
+            .finished(RetrySummary(reason: reason, attempts: attempts, elapsed: elapsed), error: error),
+            .result("error \(error)"),
+        ]
+    }
+}
+
+/// Attempt `number` of a retrier (or trial) with `maxAttempts`, started at `elapsed`: as the parity tests expect it.
+func attempt(_ number: Int, of maxAttempts: Int, at elapsed: Duration) -> RetryAttempt {
+    RetryAttempt(number: number, maxAttempts: maxAttempts, elapsed: elapsed)
+}
+
 /// What one style did with one scenario.
 struct ParityRun: Sendable, Equatable {
     /// The events in order, then the result (for the seed style: the attempts as its operation saw them, then the
@@ -289,12 +362,6 @@ struct ParityRun: Sendable, Equatable {
     var waits: [Duration]
     /// The tokens left in the scenario's budget after the run, if it has one.
     var tokens: Int?
-
-    init(log: [ParityEntry], waits: [Duration], tokens: Int? = nil) {
-        self.log = log
-        self.waits = waits
-        self.tokens = tokens
-    }
 
     /// What the seed style can report of this run.
     var withoutEvents: ParityRun {
@@ -717,6 +784,18 @@ private func runOnClock(_ scenario: ParityScenario, _ style: ParityStyle) async 
 }
 
 // MARK: - Checking
+
+/// Checks that every one of `styles` rejects `scenario` as an invalid configuration saying `problem`: no attempt, no
+/// wait, a `finished` event with the `RetryError`, and the same error for the caller.
+func expectInvalidConfiguration(
+    _ scenario: ParityScenario, problem: String, styles: [ParityStyle],
+    sourceLocation: SourceLocation = #_sourceLocation
+) async {
+    let error = "RetryError(invalid retry configuration: \(problem) after 0 attempts)"
+    let expected = ParityRun(
+        log: .endFailed(.invalidConfiguration, attempts: 0, elapsed: .zero, error: error), waits: [])
+    await expectParity(scenario, expected: expected, styles: styles, sourceLocation: sourceLocation)
+}
 
 /// Checks that every style's run equals the first style's (the reference), and that the reference is `expected`,
 /// which the tests build from the core's delays.

@@ -12,18 +12,6 @@ import Testing
 /// (`BackoffStrategy.delay(forRetry:previous:)` of an identically seeded strategy).
 @Suite("Parity of all retry styles", .timeLimit(.minutes(1)))
 struct ParityTests {
-    /// Every style.
-    private let everyStyle = ParityStyle.allCases
-    /// Every style but the seed-compatible one, which has no time limits.
-    private let timedStyles = ParityStyle.allCases.filter { $0 != .seedAsync }
-    /// The styles whose operation gets a completion handler, and so can call it twice.
-    private let completionHandlerStyles: [ParityStyle] = [.callback, .handleValue, .withRetry, .policyCallback]
-
-    /// Attempt `number` of a retrier with `maxAttempts`, started at `elapsed`.
-    private func attempt(_ number: Int, of maxAttempts: Int, at elapsed: Duration) -> RetryAttempt {
-        RetryAttempt(number: number, maxAttempts: maxAttempts, elapsed: elapsed)
-    }
-
     @Test("The core's seeded full-jitter delays are what the scenarios expect: jittered, distinct, reproducible")
     func seededDelays() {
         let scenario = ParityScenario(maxAttempts: 4, steps: [])
@@ -40,55 +28,37 @@ struct ParityTests {
     func successAfterTwoFailures() async {
         let scenario = ParityScenario(maxAttempts: 4, steps: [.fail, .fail, .succeed])
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 4, at: .zero)
-        let a2 = attempt(2, of: 4, at: d[0])
         let a3 = attempt(3, of: 4, at: d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-                .started(a3), .succeeded(a3, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: d[0] + d[1]), error: nil),
-                .result("value v3"),
-            ],
+            log: .failedAndRetried(d, of: 4) + .succeeding(a3),
             waits: d)
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
     @Test("Exhaustion: the last attempt's own error, no strategy call after it")
     func exhaustion() async {
         let scenario = ParityScenario(maxAttempts: 3, steps: [.fail, .fail, .fail])
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 3, at: .zero)
-        let a2 = attempt(2, of: 3, at: d[0])
         let a3 = attempt(3, of: 3, at: d[0] + d[1])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
+            log: .failedAndRetried(d, of: 3) + [
                 .started(a3), .failed(a3, error: "TestError(3)", next: .giveUp(.exhausted)),
-                .finished(RetrySummary(reason: .exhausted, attempts: 3, elapsed: d[0] + d[1]), error: "TestError(3)"),
-                .result("error TestError(3)"),
-            ],
+            ] + .endFailed(.exhausted, attempts: 3, elapsed: d[0] + d[1], error: "TestError(3)"),
             waits: d)
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
     @Test("`.stop`: the stopped attempt's own error, attempts left unused")
     func stop() async {
         let scenario = ParityScenario(maxAttempts: 5, steps: [.fail, .fail, .succeed], stopOn: 2)
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2), .failed(a2, error: "TestError(2)", next: .giveUp(.stopped)),
-                .finished(RetrySummary(reason: .stopped, attempts: 2, elapsed: d[0]), error: "TestError(2)"),
-                .result("error TestError(2)"),
-            ],
+            ] + .endFailed(.stopped, attempts: 2, elapsed: d[0], error: "TestError(2)"),
             waits: d)
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
     @Test("A total deadline that the next wait would cross: give up at once, keeping the last error")
@@ -96,21 +66,15 @@ struct ParityTests {
         var scenario = ParityScenario(maxAttempts: 10, steps: [])
         let d = scenario.coreDelays(3)
         scenario.totalTimeout = d[0] + d[1] + d[2] / 2  // the third wait would end after it
-        let a1 = attempt(1, of: 10, at: .zero)
-        let a2 = attempt(2, of: 10, at: d[0])
         let a3 = attempt(3, of: 10, at: d[0] + d[1])
         let deadline =
             "RetryError(retry deadline exceeded after 3 attempts in \(d[0] + d[1]); last error: TestError(3))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
+            log: .failedAndRetried([d[0], d[1]], of: 10) + [
                 .started(a3), .failed(a3, error: "TestError(3)", next: .giveUp(.deadlineExceeded)),
-                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 3, elapsed: d[0] + d[1]), error: deadline),
-                .result("error \(deadline)"),
-            ],
+            ] + .endFailed(.deadlineExceeded, attempts: 3, elapsed: d[0] + d[1], error: deadline),
             waits: [d[0], d[1]])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 
     @Test("A total deadline that expires during a hanging attempt: its timer ends the attempt and the retrier")
@@ -118,103 +82,68 @@ struct ParityTests {
         var scenario = ParityScenario(maxAttempts: 5, steps: [.fail, .hang])
         let d = scenario.coreDelays(1)
         scenario.totalTimeout = d[0] + .seconds(3)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let deadline =
             "RetryError(retry deadline exceeded after 2 attempts in \(d[0] + .seconds(3)); last error: TestError(1))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
+            log: .failedAndRetried(d, of: 5) + [
                 .started(a2),
                 .failed(
                     a2, error: "RetryError(attempt timed out after 2 attempts in \(d[0] + .seconds(3)))",
                     next: .giveUp(.deadlineExceeded)),
-                .finished(
-                    RetrySummary(reason: .deadlineExceeded, attempts: 2, elapsed: d[0] + .seconds(3)), error: deadline),
-                .result("error \(deadline)"),
-            ],
+            ] + .endFailed(.deadlineExceeded, attempts: 2, elapsed: d[0] + .seconds(3), error: deadline),
             waits: [d[0], .seconds(3)])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
 
     @Test("A cancel halfway through the second wait: CancellationError, no further attempt, no result for the wait")
     func cancelDuringAWait() async {
         let scenario = ParityScenario(maxAttempts: 5, steps: [], cancel: .duringWait(2))
         let d = scenario.coreDelays(2)
-        let a1 = attempt(1, of: 5, at: .zero)
-        let a2 = attempt(2, of: 5, at: d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: d[1])),
-                .finished(
-                    RetrySummary(reason: .cancelled, attempts: 2, elapsed: d[0] + d[1] / 2),
-                    error: "CancellationError()"),
-                .result("error CancellationError()"),
-            ],
+            log: .failedAndRetried(d, of: 5)
+                + .endFailed(.cancelled, attempts: 2, elapsed: d[0] + d[1] / 2, error: "CancellationError()"),
             waits: d)
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
     @Test("A per-attempt timeout: attemptTimedOut goes to the strategy, which backs off; the next attempt succeeds")
     func attemptTimeout() async {
         let scenario = ParityScenario(maxAttempts: 3, attemptTimeout: .seconds(2), steps: [.hang, .succeed])
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 3, at: .zero)
         let a2 = attempt(2, of: 3, at: .seconds(2) + d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 2.0 seconds)", next: .retry(after: d[0])
-                ),
-                .started(a2), .succeeded(a2, value: "v2"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: .seconds(2) + d[0]), error: nil),
-                .result("value v2"),
-            ],
+            log: .timedOutAndRetried(after: .seconds(2), of: 3, retryAfter: d[0]) + .succeeding(a2),
             waits: [.seconds(2), d[0]])
-        await expectParity(scenario, expected: expected, styles: timedStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.timed)
     }
     @Test("A cancel while the second attempt hangs: CancellationError at once, no result for that attempt")
     func cancelDuringAnAttempt() async {
         let scenario = ParityScenario(maxAttempts: 5, steps: [.fail, .hang], cancel: .duringAttempt(2))
         let d = scenario.coreDelays(1)
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: d[0])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])),
-                .started(a2),
-                .finished(RetrySummary(reason: .cancelled, attempts: 2, elapsed: d[0]), error: "CancellationError()"),
-                .result("error CancellationError()"),
-            ],
+            log: .failedAndRetried(d, of: 5) + [
+                .started(a2)
+            ] + .endFailed(.cancelled, attempts: 2, elapsed: d[0], error: "CancellationError()"),
             waits: [d[0]])
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
     @Test("A cancel before the first attempt: no attempt runs")
     func cancelBeforeTheFirstAttempt() async {
         let scenario = ParityScenario(maxAttempts: 3, steps: [.succeed], cancel: .beforeStart)
         let expected = ParityRun(
-            log: [
-                .finished(RetrySummary(reason: .cancelled, attempts: 0, elapsed: .zero), error: "CancellationError()"),
-                .result("error CancellationError()"),
-            ],
+            log: .endFailed(.cancelled, attempts: 0, elapsed: .zero, error: "CancellationError()"),
             waits: [])
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
     @Test("An invalid configuration: RetryError, no attempt")
     func invalidConfiguration() async {
-        let scenario = ParityScenario(maxAttempts: 0, steps: [.succeed])
-        let error = "RetryError(invalid retry configuration: maxAttempts must be at least 1 (got 0) after 0 attempts)"
-        let expected = ParityRun(
-            log: [
-                .finished(RetrySummary(reason: .invalidConfiguration, attempts: 0, elapsed: .zero), error: error),
-                .result("error \(error)"),
-            ],
-            waits: [])
-        await expectParity(scenario, expected: expected, styles: everyStyle)
+        await expectInvalidConfiguration(
+            ParityScenario(maxAttempts: 0, steps: [.succeed]), problem: "maxAttempts must be at least 1 (got 0)",
+            styles: ParityStyle.allCases)
     }
 
     @Test("An attempt that completes twice: the duplicate is reported before the next attempt starts")
@@ -227,11 +156,9 @@ struct ParityTests {
             log: [
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: d[0])), .duplicate(a1),
                 .started(a2), .succeeded(a2, value: "v2"), .duplicate(a2),
-                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: d[0]), error: nil),
-                .result("value v2"),
-            ],
+            ] + .endSucceeded("v2", attempts: 2, elapsed: d[0]),
             waits: [d[0]])
-        await expectParity(scenario, expected: expected, styles: completionHandlerStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.completionHandler)
     }
 
     @Test("Attempts that complete twice with immediate retries: each duplicate comes before the next event")
@@ -246,10 +173,8 @@ struct ParityTests {
                 .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .zero)), .duplicate(a1),
                 .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: .zero)), .duplicate(a2),
                 .started(a3), .succeeded(a3, value: "v3"), .duplicate(a3),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .zero), error: nil),
-                .result("value v3"),
-            ],
+            ] + .endSucceeded("v3", attempts: 3, elapsed: .zero),
             waits: [])
-        await expectParity(scenario, expected: expected, styles: completionHandlerStyles)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.completionHandler)
     }
 }

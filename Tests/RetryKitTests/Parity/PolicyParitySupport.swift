@@ -55,30 +55,16 @@ struct PolicyParityScenario: Sendable {
     var condition: Bool??
     /// The pause after each success, for a repeating policy.
     var repeatDelay: Duration?
-    /// Step `i` is what the `i + 1`-th attempt of the run (counted over all trials) does; attempts past the end fail.
-    /// An attempt fails with `TestError(k)` and succeeds with `"v\(k)"`, `k` counted over all trials.
-    var steps: [ParityScenario.Step]
-    var script: [Command]
     /// The policy's total timeout (per trial), if any.
     var totalTimeout: Duration?
     /// The policy's attempt timeout, if any.
     var attemptTimeout: Duration?
     /// The shared budget the policy pays into (a fresh one per run, in the same state), if any.
     var budget: ParityBudget?
-
-    init(
-        maxAttempts: Int, condition: Bool??, repeatDelay: Duration? = nil, totalTimeout: Duration? = nil,
-        attemptTimeout: Duration? = nil, budget: ParityBudget? = nil, steps: [ParityScenario.Step], script: [Command]
-    ) {
-        self.maxAttempts = maxAttempts
-        self.condition = condition
-        self.repeatDelay = repeatDelay
-        self.totalTimeout = totalTimeout
-        self.attemptTimeout = attemptTimeout
-        self.budget = budget
-        self.steps = steps
-        self.script = script
-    }
+    /// Step `i` is what the `i + 1`-th attempt of the run (counted over all trials) does; attempts past the end fail.
+    /// An attempt fails with `TestError(k)` and succeeds with `"v\(k)"`, `k` counted over all trials.
+    var steps: [ParityScenario.Step]
+    var script: [Command]
 
     /// The backoff: 1 s, 2 s, 4 s… (no jitter, so that every trial, starting afresh, waits the same).
     static let backoff = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
@@ -93,39 +79,14 @@ struct PolicyParityScenario: Sendable {
         return policy
     }
 
-    func step(_ attempt: Int) -> ParityScenario.Step {
-        attempt <= steps.count ? steps[attempt - 1] : .fail
-    }
-
     /// The `k`-th attempt of the run as a completion-handler operation.
     func perform(_ k: Int, _ done: AttemptCompletion<String>, _ progress: ParityProgress) {
-        switch step(k) {
-        case .fail, .failTwice: done(.failure(TestError(k)))
-        case .succeed, .succeedTwice: done(.success("v\(k)"))
-        case .hang:
-            progress.keep(done)  // never calls done: only the condition (or a cancel) ends it
-            progress.milestone()
-        case .hangThenLateValue:
-            progress.keep(done)
-            done.onCancel { done(.success("late v\(k)")) }  // too late: the attempt was cancelled
-            progress.milestone()
-        }
+        ParityScenario.Step.of(k, in: steps).perform(k, done, progress)
     }
 
     /// The `k`-th attempt of the run as an async operation.
     func perform(_ k: Int, _ progress: ParityProgress) async throws -> String {
-        switch step(k) {
-        case .fail, .failTwice: throw TestError(k)
-        case .succeed, .succeedTwice: return "v\(k)"
-        case .hang:
-            progress.milestone()
-            try await Task.sleep(for: .seconds(600))  // real time, but cancelled at once when the condition closes
-            throw CancellationError()
-        case .hangThenLateValue:
-            progress.milestone()
-            try? await Task.sleep(for: .seconds(600))  // real time, but cancelled at once when the condition closes
-            return "late v\(k)"  // ignores the cancellation
-        }
+        try await ParityScenario.Step.of(k, in: steps).perform(k, progress)
     }
 }
 

@@ -18,9 +18,6 @@ import Testing
 /// cancelled sequence returns `nil` where the callback style calls its completion with `CancellationError`).
 @Suite("Parity of gated and repeating policies", .timeLimit(.minutes(1)))
 struct PolicyParityTests {
-    private func attempt(_ number: Int, of maxAttempts: Int, at elapsed: Duration) -> RetryAttempt {
-        RetryAttempt(number: number, maxAttempts: maxAttempts, elapsed: elapsed)
-    }
 
     /// Runs `scenario` in both styles and compares each run with `expected`, or with `inherent[style]` for a style
     /// whose run differs by design (each test says why).
@@ -45,22 +42,14 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 3, condition: .some(false), steps: [],
             script: [.idle(.seconds(60)), .set(true), .halfWait, .set(false), .idle(.seconds(10)), .set(true), .toEnd])
-        let t1 = attempt(1, of: 3, at: .zero)
+        let t3 = attempt(3, of: 3, at: .seconds(3))
         let expected = ParityRun(
-            log: [
-                // Trial 1, opened after 60 s: its wait is cut short halfway by the condition; no event says so.
-                .started(t1), .failed(t1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+            // Trial 1, opened after 60 s: its wait is cut short halfway by the condition; no event says so.
+            log: .failedAndRetried([.seconds(1)], of: 3)
                 // Trial 2, 10.5 s later: all three attempts again, the same waits.
-                .started(t1), .failed(t1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(attempt(2, of: 3, at: .seconds(1))),
-                .failed(attempt(2, of: 3, at: .seconds(1)), error: "TestError(3)", next: .retry(after: .seconds(2))),
-                .started(attempt(3, of: 3, at: .seconds(3))),
-                .failed(attempt(3, of: 3, at: .seconds(3)), error: "TestError(4)", next: .giveUp(.exhausted)),
-                .finished(
-                    RetrySummary(reason: .exhausted, attempts: 4, elapsed: .milliseconds(73_500)),
-                    error: "TestError(4)"),
-                .result("error TestError(4)"),
-            ],
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 2)
+                + [.started(t3), .failed(t3, error: "TestError(4)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 4, elapsed: .milliseconds(73_500), error: "TestError(4)"),
             waits: [.seconds(1), .seconds(1), .seconds(2)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -73,31 +62,32 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
+            log: .failedAndRetried([.seconds(1)], of: 5) + [
                 .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
                 .started(a1), .succeeded(a1, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(6)), error: nil),
-                .result("value v3"),
-            ],
+            ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(6)),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
 
-    @Test("Gated: the condition ends while false: conditionEnded with the last attempt's error")
-    func endsWhileFalse() async {
+    @Test(
+        "Gated: closed during a wait, then ended (conditionEnded, the last error) or cancelled: no further attempt",
+        arguments: [
+            (
+                PolicyParityScenario.Command.finish, RetryError.Reason.conditionEnded,
+                "RetryError(retry condition ended while false after 1 attempt; last error: TestError(1))"
+            ),
+            (.cancel, .cancelled, "CancellationError()"),
+        ])
+    func endsWhileWaitingForTheCondition(end: PolicyParityScenario.Command, reason: RetryError.Reason, error: String)
+        async
+    {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), steps: [],
-            script: [.halfWait, .set(false), .idle(.seconds(2)), .finish])
-        let a1 = attempt(1, of: 5, at: .zero)
-        let ended = "RetryError(retry condition ended while false after 1 attempt; last error: TestError(1))"
+            script: [.halfWait, .set(false), .idle(.seconds(2)), end])
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .finished(
-                    RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .milliseconds(2_500)), error: ended),
-                .result("error \(ended)"),
-            ],
+            log: .failedAndRetried([.seconds(1)], of: 5)
+                + .endFailed(reason, attempts: 1, elapsed: .milliseconds(2_500), error: error),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -108,10 +98,7 @@ struct PolicyParityTests {
             maxAttempts: 5, condition: .some(nil), steps: [], script: [.idle(.seconds(5)), .finish])
         let ended = "RetryError(retry condition ended while false after 0 attempts)"
         let expected = ParityRun(
-            log: [
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 0, elapsed: .seconds(5)), error: ended),
-                .result("error \(ended)"),
-            ],
+            log: .endFailed(.conditionEnded, attempts: 0, elapsed: .seconds(5), error: ended),
             waits: [])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -121,16 +108,11 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 2, condition: .some(true), steps: [.fail, .fail, .succeed],
             script: [.halfWait, .set(false), .set(true), .toEnd])
-        let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .succeeded(a2, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .milliseconds(1_500)), error: nil),
-                .result("value v3"),
-            ],
+            log: .failedAndRetried([.seconds(1)], of: 2)
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 2) + [.started(a2), .succeeded(a2, value: "v3")]
+                + .endSucceeded("v3", attempts: 3, elapsed: .milliseconds(1_500)),
             waits: [.seconds(1), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -140,21 +122,14 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), totalTimeout: .seconds(4), steps: [],
             script: [.wait, .halfWait, .set(false), .idle(.seconds(30)), .set(true), .toEnd])
-        let a1 = attempt(1, of: 5, at: .zero)
-        let a2 = attempt(2, of: 5, at: .seconds(1))
         let a3 = attempt(3, of: 5, at: .seconds(3))
         let deadline = "RetryError(retry deadline exceeded after 3 attempts in 3.0 seconds; last error: TestError(5))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(2)", next: .retry(after: .seconds(2))),
+            log: .failedAndRetried([.seconds(1), .seconds(2)], of: 5)
                 // abandoned halfway through that wait; 30 s later, a trial with its own 4 s
-                .started(a1), .failed(a1, error: "TestError(3)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(4)", next: .retry(after: .seconds(2))),
-                .started(a3), .failed(a3, error: "TestError(5)", next: .giveUp(.deadlineExceeded)),
-                .finished(RetrySummary(reason: .deadlineExceeded, attempts: 5, elapsed: .seconds(35)), error: deadline),
-                .result("error \(deadline)"),
-            ],
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 5, firstError: 3)
+                + [.started(a3), .failed(a3, error: "TestError(5)", next: .giveUp(.deadlineExceeded))]
+                + .endFailed(.deadlineExceeded, attempts: 5, elapsed: .seconds(35), error: deadline),
             waits: [.seconds(1), .seconds(2), .seconds(1), .seconds(2)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -167,16 +142,10 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: .seconds(4))
         let expected = ParityRun(
-            log: [
-                .started(a1),
-                .failed(
-                    a1, error: "RetryError(attempt timed out after 1 attempt in 3.0 seconds)",
-                    next: .retry(after: .seconds(1))),
+            log: .timedOutAndRetried(after: .seconds(3), of: 5, retryAfter: .seconds(1)) + [
                 .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
                 .started(a1), .succeeded(a1, value: "v3"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 3, elapsed: .seconds(14)), error: nil),
-                .result("value v3"),
-            ],
+            ] + .endSucceeded("v3", attempts: 3, elapsed: .seconds(14)),
             waits: [.seconds(3), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -187,39 +156,14 @@ struct PolicyParityTests {
             maxAttempts: 5, condition: .some(true),
             budget: ParityBudget(capacity: 15, retryCost: 5, timeoutRetryCost: 10), steps: [],
             script: [.halfWait, .set(false), .idle(.seconds(1)), .set(true), .toEnd])
-        let a1 = attempt(1, of: 5, at: .zero)
-        let a2 = attempt(2, of: 5, at: .seconds(1))
         let a3 = attempt(3, of: 5, at: .seconds(3))
         let refused = "RetryError(retry budget exhausted after 3 attempts in 3.0 seconds; last error: TestError(4))"
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(3)", next: .retry(after: .seconds(2))),
-                .started(a3), .failed(a3, error: "TestError(4)", next: .giveUp(.budgetExhausted)),
-                .finished(
-                    RetrySummary(reason: .budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500)), error: refused),
-                .result("error \(refused)"),
-            ],
+            log: .failedAndRetried([.seconds(1)], of: 5)
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 5, firstError: 2)
+                + [.started(a3), .failed(a3, error: "TestError(4)", next: .giveUp(.budgetExhausted))]
+                + .endFailed(.budgetExhausted, attempts: 4, elapsed: .milliseconds(4_500), error: refused),
             waits: [.seconds(1), .seconds(1), .seconds(2)], tokens: 0)
-        await expectPolicyParity(scenario, expected: expected)
-    }
-
-    @Test("Gated: a cancel while the run waits for the condition: CancellationError, no further attempt")
-    func cancelWhileWaitingForTheCondition() async {
-        let scenario = PolicyParityScenario(
-            maxAttempts: 5, condition: .some(true), steps: [],
-            script: [.halfWait, .set(false), .idle(.seconds(3)), .cancel])
-        let a1 = attempt(1, of: 5, at: .zero)
-        let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .finished(
-                    RetrySummary(reason: .cancelled, attempts: 1, elapsed: .milliseconds(3_500)),
-                    error: "CancellationError()"),
-                .result("error CancellationError()"),
-            ],
-            waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
 
@@ -233,25 +177,18 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 5, condition: .some(true), steps: [.fail, .hangThenLateValue],
             script: [.wait, .hang, .set(false), .finish])
-        let a1 = attempt(1, of: 5, at: .zero)
         let a2 = attempt(2, of: 5, at: .seconds(1))
-        let before: [ParityEntry] = [
-            .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))), .started(a2),
-        ]
+        let before: [ParityEntry] = .failedAndRetried([.seconds(1)], of: 5) + [.started(a2)]
         let ended = "RetryError(retry condition ended while false after 2 attempts; last error: TestError(1))"
         let callback = ParityRun(
             log: before + [
-                .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 2, elapsed: .seconds(1)), error: ended),
-                .result("error \(ended)"),
-            ],
+                .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled))
+            ] + .endFailed(.conditionEnded, attempts: 2, elapsed: .seconds(1), error: ended),
             waits: [.seconds(1)])
         let async = ParityRun(
             log: before + [
-                .succeeded(a2, value: "late v2"),
-                .finished(RetrySummary(reason: .succeeded, attempts: 2, elapsed: .seconds(1)), error: nil),
-                .result("value late v2"),
-            ],
+                .succeeded(a2, value: "late v2")
+            ] + .endSucceeded("late v2", attempts: 2, elapsed: .seconds(1)),
             waits: [.seconds(1)])
         await expectPolicyParity(scenario, expected: callback, inherent: [.async: async])
     }
@@ -267,19 +204,13 @@ struct PolicyParityTests {
         let a2 = attempt(2, of: 3, at: .seconds(1))
         let a3 = attempt(3, of: 3, at: .seconds(3))
         let expected = ParityRun(
-            log: [
-                .started(a1), .failed(a1, error: "TestError(1)", next: .retry(after: .seconds(1))),
-                .started(a2), .succeeded(a2, value: "v2"), .result("value v2"),
-                .started(a1), .succeeded(a1, value: "v3"), .result("value v3"),
-                .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(5)", next: .retry(after: .seconds(2))),
-                .started(a3), .succeeded(a3, value: "v6"), .result("value v6"),
-                .started(a1), .failed(a1, error: "TestError(7)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(8)", next: .retry(after: .seconds(2))),
-                .started(a3), .failed(a3, error: "TestError(9)", next: .giveUp(.exhausted)),
-                .finished(RetrySummary(reason: .exhausted, attempts: 9, elapsed: .seconds(37)), error: "TestError(9)"),
-                .result("error TestError(9)"),
-            ],
+            log: .failedAndRetried([.seconds(1)], of: 3)
+                + .delivering("v2", at: a2) + .delivering("v3", at: a1)
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 4)
+                + .delivering("v6", at: a3)
+                + .failedAndRetried([.seconds(1), .seconds(2)], of: 3, firstError: 7)
+                + [.started(a3), .failed(a3, error: "TestError(9)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 9, elapsed: .seconds(37), error: "TestError(9)"),
             waits: [
                 .seconds(1), .seconds(10), .seconds(10), .seconds(1), .seconds(2), .seconds(10), .seconds(1),
                 .seconds(2),
@@ -296,15 +227,11 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .succeeded(a2, value: "v3"), .result("value v3"),
-                .started(a1), .failed(a1, error: "TestError(4)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(5)", next: .giveUp(.exhausted)),
-                .finished(RetrySummary(reason: .exhausted, attempts: 5, elapsed: .seconds(42)), error: "TestError(5)"),
-                .result("error TestError(5)"),
-            ],
+            log: .delivering("v1", at: a1)
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 2) + .delivering("v3", at: a2)
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 4)
+                + [.started(a2), .failed(a2, error: "TestError(5)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 5, elapsed: .seconds(42), error: "TestError(5)"),
             waits: [.seconds(10), .seconds(5), .seconds(1), .seconds(10), .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -317,12 +244,9 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 3, at: .zero)
         let ended = "RetryError(retry condition ended while false after 2 attempts)"
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled)),
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 2, elapsed: .seconds(10)), error: ended),
-                .result("error \(ended)"),
-            ],
+            log: .delivering("v1", at: a1)
+                + [.started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled))]
+                + .endFailed(.conditionEnded, attempts: 2, elapsed: .seconds(10), error: ended),
             waits: [.seconds(10)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -333,17 +257,12 @@ struct PolicyParityTests {
         let scenario = PolicyParityScenario(
             maxAttempts: 2, condition: nil, repeatDelay: .seconds(Int64.max), steps: [.succeed, .fail, .fail],
             script: [.toEnd])
-        let a1 = attempt(1, of: 2, at: .zero)
         let a2 = attempt(2, of: 2, at: .seconds(1))
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-                .started(a2), .failed(a2, error: "TestError(3)", next: .giveUp(.exhausted)),
-                .finished(
-                    RetrySummary(reason: .exhausted, attempts: 3, elapsed: limit + .seconds(1)), error: "TestError(3)"),
-                .result("error TestError(3)"),
-            ],
+            log: .delivering("v1", at: attempt(1, of: 2, at: .zero))
+                + .failedAndRetried([.seconds(1)], of: 2, firstError: 2)
+                + [.started(a2), .failed(a2, error: "TestError(3)", next: .giveUp(.exhausted))]
+                + .endFailed(.exhausted, attempts: 3, elapsed: limit + .seconds(1), error: "TestError(3)"),
             waits: [limit, .seconds(1)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -356,11 +275,8 @@ struct PolicyParityTests {
         let a1 = attempt(1, of: 2, at: .zero)
         let ended = "RetryError(retry condition ended while false after 1 attempt)"
         let expected = ParityRun(
-            log: [
-                .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-                .finished(RetrySummary(reason: .conditionEnded, attempts: 1, elapsed: .seconds(16)), error: ended),
-                .result("error \(ended)"),
-            ],
+            log: .delivering("v1", at: a1)
+                + .endFailed(.conditionEnded, attempts: 1, elapsed: .seconds(16), error: ended),
             waits: [.seconds(10), .seconds(5)])
         await expectPolicyParity(scenario, expected: expected)
     }
@@ -374,13 +290,13 @@ struct PolicyParityTests {
             script: [.wait, .wait, .halfWait, .cancel])
         let a1 = attempt(1, of: 3, at: .zero)
         let a2 = attempt(2, of: 3, at: .seconds(1))
-        let events: [ParityEntry] = [
-            .started(a1), .succeeded(a1, value: "v1"), .result("value v1"),
-            .started(a1), .failed(a1, error: "TestError(2)", next: .retry(after: .seconds(1))),
-            .started(a2), .succeeded(a2, value: "v3"), .result("value v3"),
-            .finished(
-                RetrySummary(reason: .cancelled, attempts: 3, elapsed: .seconds(16)), error: "CancellationError()"),
-        ]
+        let events: [ParityEntry] =
+            .delivering("v1", at: a1) + .failedAndRetried([.seconds(1)], of: 3, firstError: 2)
+            + .delivering("v3", at: a2)
+            + [
+                .finished(
+                    RetrySummary(reason: .cancelled, attempts: 3, elapsed: .seconds(16)), error: "CancellationError()")
+            ]
         let waits: [Duration] = [.seconds(10), .seconds(1), .seconds(10)]
         await expectPolicyParity(
             scenario, expected: ParityRun(log: events + [.result("error CancellationError()")], waits: waits),

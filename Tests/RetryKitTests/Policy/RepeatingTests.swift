@@ -189,6 +189,15 @@ struct RepeatingCallbackTests {
 
 @Suite("repeating(withDelay:), async style")
 struct RepeatingAsyncTests {
+    /// A repetition gated by `condition` on `clock`: attempts without delay, a 5 s pause after each success.
+    private func gatedValues(
+        _ condition: RetryCondition, clock: VirtualClock, _ operation: @escaping @Sendable () -> Int
+    ) -> RepeatingRetrySequence<Int, VirtualClock> {
+        RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) { _ in
+            operation()
+        }
+    }
+
     @Test func valuesPauseAfterEachSuccessOnTheClockAndThePolicyStartsAfresh() async throws {
         let clock = VirtualClock()
         let script = Script { [1, 3, 6].contains($0) }
@@ -290,9 +299,7 @@ struct RepeatingAsyncTests {
         let clock = VirtualClock()
         let condition = RetryCondition(true)
         let calls = AsyncCounter()
-        let sequence = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) {
-            _ in calls.increment()
-        }
+        let sequence = gatedValues(condition, clock: clock) { calls.increment() }
         let task = Task {
             var iterator = sequence.makeAsyncIterator()
             let first = try await iterator.next()
@@ -316,9 +323,7 @@ struct RepeatingAsyncTests {
         let clock = VirtualClock()
         let condition = RetryCondition(true)
         let calls = AsyncCounter()
-        let sequence = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) {
-            _ in calls.increment()
-        }
+        let sequence = gatedValues(condition, clock: clock) { calls.increment() }
         let task = Task {
             var values: [Int] = []
             do {
