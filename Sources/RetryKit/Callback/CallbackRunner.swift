@@ -371,7 +371,12 @@ final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunne
         // `create` returns an instance of the class it is called on.
         let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
         let observes = client.observe != nil
-        let machine = RetryStateMachine(configuration, trials: trials?.trials)
+        let machine: RetryStateMachine
+        if let trials {
+            machine = RetryStateMachine(configuration, trials: trials.trials)
+        } else {
+            machine = RetryStateMachine(configuration)
+        }
         let storage = CallbackRunnerStorage(
             state: CallbackRunnerState(
                 machine: machine, client: client, phase: .running(waiters: [], trials: trials)), queue: queue,
@@ -772,10 +777,10 @@ package struct CallbackRunner: @unchecked Sendable {
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = .released
-            guard case .running(let waiters, let trials) = s.phase else { return .idle }  // not reached: checked above
+            if case .running(_, .some) = s.phase { return finishTrials(value: value, &s) }
+            guard case .running(let waiters, _) = s.phase else { return .idle }  // not reached: checked above
             s.phase = .finished(waiters: waiters, value: value)
-            guard let trials else { return .finish }
-            return .trial(.finish(trials))
+            return .finish
         case .awaitCondition:
             if let timer = s.timer.take() { effects.stopped = timer }
             return .idle
@@ -799,6 +804,15 @@ package struct CallbackRunner: @unchecked Sendable {
         if let timer = s.timer.take() { effects.stopped = timer }
         if let trials = s.trials { trials.generation = trials.generation == .max ? 1 : trials.generation + 1 }
         return .trial(.interrupted(attempt))
+    }
+
+    /// ``RetryStateMachine/Action/finish`` of a run of trials: its state leaves the runner's state with the step, to be
+    /// released after unlocking.
+    @inline(never)
+    private func finishTrials(value: ErasedValue?, _ s: inout CallbackRunnerState) -> CallbackStep {
+        guard case .running(let waiters, let trials?) = s.phase else { return .idle }  // not reached: checked
+        s.phase = .finished(waiters: waiters, value: value)
+        return .trial(.finish(trials))
     }
 
     /// ``RetryStateMachine/Action/run(_:timeout:)`` in a run of trials: the attempt's record will be of the current
