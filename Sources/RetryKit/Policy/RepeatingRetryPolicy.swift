@@ -45,8 +45,9 @@ public struct RepeatingRetryPolicy: Sendable {
     /// Repeats a completion-handler operation, handing every success to `onValue`, until the policy gives up, the
     /// condition ends, or the returned handle is cancelled.
     ///
-    /// Each repetition is a trial of the policy (a completion-handler retrier on `queue`); after a success `onValue`
-    /// runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next trial.
+    /// Each repetition is a trial of the policy (a fresh start of it, in one completion-handler retrier on `queue`);
+    /// after a success `onValue` runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next
+    /// trial (a timer even for a zero delay, so that other work on `queue` runs in between).
     /// ``RetryHandle/cancel()`` cancels the timer or the trial in flight (its cancel hook runs) and `completion`
     /// receives `CancellationError`. ``RetryHandle/value`` of the returned handle throws the error the repetition ended
     /// with.

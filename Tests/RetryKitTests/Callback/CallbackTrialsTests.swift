@@ -11,30 +11,34 @@ extension CallbackRunnerTests {
     struct CallbackTrialsTests {
         let queue = DispatchQueue(label: "callback-trials-tests")
 
+        /// What a gated run's test starts from: virtual time, a condition with `value`, a recorder.
+        private static func fixture(_ value: Bool) -> (VirtualScheduler, RetryCondition, CBRecorder<Int>) {
+            (VirtualScheduler(), RetryCondition(value), CBRecorder<Int>())
+        }
+
         /// Awaits a handle's value, whatever its type (a repetition's is `Never`).
         private static func awaitEnd<Value>(of handle: RetryHandle<Value>) async throws {
             _ = try await handle.value
         }
 
-        /// Starts a gated run of `policy` whose operation hands each `done` to `kept` (and registers `hooks` as its
-        /// cancel hook), without calling it.
-        @discardableResult
-        private func keptRun(
-            _ policy: RetryPolicy, _ scheduler: VirtualScheduler, _ recorder: CBRecorder<Int>,
-            kept: Locked<[AttemptCompletion<Int>]>, hooks: CBCounter
-        ) -> RetryHandle<Int> {
+        /// Starts a run of `policy` whose attempts never call back: returns the `done` of each attempt, kept, and a
+        /// count of the cancel hooks that ran.
+        private func startKept(
+            _ policy: RetryPolicy, _ scheduler: VirtualScheduler, _ recorder: CBRecorder<Int>
+        ) -> (kept: Locked<[AttemptCompletion<Int>]>, hooks: CBCounter) {
+            let kept = Locked<[AttemptCompletion<Int>]>([])
+            let hooks = CBCounter()
             policy.execute(
                 on: queue, scheduler: scheduler,
                 operation: { _, done in
                     done.onCancel { hooks.increment() }
                     kept.withLock { $0.append(done) }
                 }, observer: recorder.observer, completion: recorder.completion)
+            return (kept, hooks)
         }
 
         @Test func closedAtTheStartThenOpenRunsTheFirstTrialThen() {
-            let scheduler = VirtualScheduler()
-            let condition = RetryCondition(false)
-            let recorder = CBRecorder<Int>()
+            let (scheduler, condition, recorder) = Self.fixture(false)
             let calls = CBCounter()
             let handle = RetryPolicy.noDelay.onlyWhen(condition).execute(
                 on: queue, scheduler: scheduler,
@@ -59,14 +63,9 @@ extension CallbackRunnerTests {
         }
 
         @Test func closingDuringAnAttemptCancelsItAndIgnoresItsLateResultEvenInTheNextTrial() {
-            let scheduler = VirtualScheduler()
-            let condition = RetryCondition(true)
-            let recorder = CBRecorder<Int>()
-            let kept = Locked<[AttemptCompletion<Int>]>([])
-            let hooks = CBCounter()
-            keptRun(
-                RetryPolicy.noDelay.attemptTimeout(.seconds(5)).onlyWhen(condition), scheduler, recorder, kept: kept,
-                hooks: hooks)
+            let (scheduler, condition, recorder) = Self.fixture(true)
+            let (kept, hooks) = startKept(
+                RetryPolicy.noDelay.attemptTimeout(.seconds(5)).onlyWhen(condition), scheduler, recorder)
             scheduler.advance(by: .seconds(1))
             #expect(kept.withLock { $0.count } == 1)
             #expect(scheduler.nextDeadline == .seconds(5), "the attempt's timeout")
@@ -99,9 +98,7 @@ extension CallbackRunnerTests {
         }
 
         @Test func closingDuringAWaitCancelsTheTimerAndReportsNoFailure() {
-            let scheduler = VirtualScheduler()
-            let condition = RetryCondition(true)
-            let recorder = CBRecorder<Int>()
+            let (scheduler, condition, recorder) = Self.fixture(true)
             let calls = CBCounter()
             RetryPolicy.constantDelay(.seconds(10)).onlyWhen(condition).execute(
                 on: queue, scheduler: scheduler,
@@ -127,12 +124,8 @@ extension CallbackRunnerTests {
         }
 
         @Test func reopenedBeforeTheInterruptionIsCarriedOutStartsTheNextTrialRightAfterIt() {
-            let scheduler = VirtualScheduler()
-            let condition = RetryCondition(true)
-            let recorder = CBRecorder<Int>()
-            let kept = Locked<[AttemptCompletion<Int>]>([])
-            let hooks = CBCounter()
-            keptRun(RetryPolicy.noDelay.onlyWhen(condition), scheduler, recorder, kept: kept, hooks: hooks)
+            let (scheduler, condition, recorder) = Self.fixture(true)
+            let (kept, hooks) = startKept(RetryPolicy.noDelay.onlyWhen(condition), scheduler, recorder)
             scheduler.advance()
             condition.value = false
             condition.value = true  // before the queue carried out the interruption
@@ -146,48 +139,26 @@ extension CallbackRunnerTests {
             #expect(recorder.events.last == "start 2")
         }
 
-        @Test func endedWhileClosedFinishesWithConditionEndedWhereverTheRunWas() {
-            // While waiting for the condition.
-            let scheduler = VirtualScheduler()
-            let waiting = RetryCondition(false)
-            let first = CBRecorder<Int>()
-            RetryPolicy.noDelay.onlyWhen(waiting).execute(
-                on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
-                observer: first.observer, completion: first.completion)
+        /// Closed and ended during an attempt, before the interruption was carried out: the attempt reports its
+        /// interruption, then the run ends, carrying no attempt error (the interruption is not one). (Ended while the
+        /// run waits for the condition: `ConditionCallbackTests`.)
+        @Test func endedWhileClosedDuringAnInterruptionFinishesWithConditionEnded() {
+            let (scheduler, condition, recorder) = Self.fixture(true)
+            let (_, hooks) = startKept(RetryPolicy.noDelay.onlyWhen(condition), scheduler, recorder)
             scheduler.advance()
-            waiting.finish()
+            condition.value = false
+            condition.finish()
             scheduler.run()
-            let error = first.onlyResult?.cbError as? RetryError
-            #expect(error?.reason == .conditionEnded && error?.attempts == 0)
-            #expect(first.events.count == 1 && first.events[0].hasPrefix("finished conditionEnded 0"))
-            #expect(waiting.observerCount == 0)
-
-            // Closed and ended during an attempt, before the interruption was carried out: the attempt reports its
-            // interruption, then the run ends, carrying no attempt error (the interruption is not one).
-            let during = RetryCondition(true)
-            let second = CBRecorder<Int>()
-            let kept = Locked<[AttemptCompletion<Int>]>([])
-            let hooks = CBCounter()
-            keptRun(RetryPolicy.noDelay.onlyWhen(during), scheduler, second, kept: kept, hooks: hooks)
-            scheduler.advance()
-            during.value = false
-            during.finish()
-            scheduler.run()
-            let ended = second.onlyResult?.cbError as? RetryError
-            #expect(ended?.reason == .conditionEnded)
-            #expect(ended?.lastError == nil)
-            #expect(second.onlySummary?.attempts == 1)
-            #expect(second.events.count == 3)
-            #expect(second.events.prefix(2) == ["start 1", "fail 1 CancellationError() giveUp cancelled"])
-            #expect(hooks.count == 1)
-            #expect(during.observerCount == 0)
-            #expect(scheduler.pendingCount == 0)
+            let ended = recorder.onlyResult?.cbError as? RetryError
+            #expect(ended?.reason == .conditionEnded && ended?.lastError == nil)
+            #expect(recorder.onlySummary?.attempts == 1)
+            #expect(recorder.events.count == 3)
+            #expect(recorder.events.prefix(2) == ["start 1", "fail 1 CancellationError() giveUp cancelled"])
+            #expect(hooks.count == 1 && condition.observerCount == 0 && scheduler.pendingCount == 0)
         }
 
         @Test func repeatingHandsEachValueOverAndPausesOnATimerWhateverTheCondition() {
-            let scheduler = VirtualScheduler()
-            let condition = RetryCondition(true)
-            let recorder = CBRecorder<Int>()
+            let (scheduler, condition, recorder) = Self.fixture(true)
             let values = Locked<[Int]>([])
             let errors = Locked<[any Error]>([])
             let calls = CBCounter()
@@ -255,9 +226,7 @@ extension CallbackRunnerTests {
 
         @Test(arguments: Phase.allCases)
         func cancelEndsTheRunOnceInEveryPhase(phase: Phase) async {
-            let scheduler = VirtualScheduler()
-            let condition = RetryCondition(phase != .awaitingCondition)
-            let recorder = CBRecorder<Int>()
+            let (scheduler, condition, recorder) = Self.fixture(phase != .awaitingCondition)
             let hooks = CBCounter()
             let kept = CBKeeper<Int>()
             let calls = CBCounter()
@@ -324,10 +293,22 @@ extension CallbackRunnerTests {
                         done.onCancel { hooks[run].increment() }
                         // Attempt 1 of the first trial races the condition; any later attempt succeeds at once.
                         guard recorders[run].events.count <= 1 else { return done(.success(attempt.number)) }
-                        network.async { done(.success(100 + run)) }
-                        network.async {
+                        let toggle: @Sendable () -> Void = {
                             condition.value = false
                             condition.value = true
+                        }
+                        // Three orders, so that either side wins often: the result from another thread first, the
+                        // condition first, or the result inside the operation while the condition changes.
+                        switch run % 3 {
+                        case 0:
+                            network.async { done(.success(100 + run)) }
+                            network.async(execute: toggle)
+                        case 1:
+                            network.async(execute: toggle)
+                            network.async { done(.success(100 + run)) }
+                        default:
+                            network.async(execute: toggle)
+                            done(.success(100 + run))
                         }
                     }, observer: recorders[run].observer, completion: recorders[run].completion)
             }
