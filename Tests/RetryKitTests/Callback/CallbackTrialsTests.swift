@@ -137,6 +137,9 @@ extension CallbackRunnerTests {
             scheduler.advance()
             #expect(recorder.events.count == 5, "retrying at once within the new trial")
             #expect(recorder.events.last == "start 2")
+            kept.withLock { $0[2] }(.success(5))
+            scheduler.run()
+            #expect(recorder.onlySummary == RetrySummary(reason: .succeeded, attempts: 3, elapsed: .zero))
         }
 
         /// Closed and ended during an attempt, before the interruption was carried out: the attempt reports its
