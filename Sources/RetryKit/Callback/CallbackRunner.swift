@@ -761,7 +761,7 @@ package struct CallbackRunner: @unchecked Sendable {
                 timer = PendingTimer(runner: self, attempt: attempt.number)
                 s.timer = timer
             }
-            if case .running(_, .some) = s.phase { return trialRun(attempt, timeout: timeout, timer: timer, s) }
+            if case .running(_, .some) = s.phase { return trialRun(attempt, timeout: timeout, timer: timer, &s) }
             return .run(attempt, timeout: timeout, timer: timer)
         case .consultStrategy(let context, let error):
             return .consult(context, error: error)
@@ -819,7 +819,7 @@ package struct CallbackRunner: @unchecked Sendable {
     /// trial.
     @inline(never)
     private func trialRun(
-        _ attempt: RetryAttempt, timeout: Duration?, timer: PendingTimer?, _ s: borrowing CallbackRunnerState
+        _ attempt: RetryAttempt, timeout: Duration?, timer: PendingTimer?, _ s: inout CallbackRunnerState
     ) -> CallbackStep {
         .trial(.run(attempt, timeout: timeout, generation: s.trials?.generation ?? 1, timer: timer))
     }
