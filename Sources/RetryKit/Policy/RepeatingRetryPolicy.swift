@@ -45,8 +45,9 @@ public struct RepeatingRetryPolicy: Sendable {
     /// Repeats a completion-handler operation, handing every success to `onValue`, until the policy gives up, the
     /// condition ends, or the returned handle is cancelled.
     ///
-    /// Each repetition is a trial of the policy (a completion-handler retrier on `queue`); after a success `onValue`
-    /// runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next trial.
+    /// Each repetition is a trial of the policy (a fresh start of it, in one completion-handler retrier on `queue`);
+    /// after a success `onValue` runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next
+    /// trial (a timer even for a zero delay, so that other work on `queue` runs in between).
     /// ``RetryHandle/cancel()`` cancels the timer or the trial in flight (its cancel hook runs) and `completion`
     /// receives `CancellationError`. ``RetryHandle/value`` of the returned handle throws the error the repetition ended
     /// with.
@@ -72,15 +73,22 @@ public struct RepeatingRetryPolicy: Sendable {
         onValue: @escaping @Sendable (Value) -> Void,
         completion: @escaping @Sendable (any Error) -> Void = { _ in }
     ) -> RetryHandle<Never> {
-        CallbackPolicyRun.start(
-            policy: policy, repeatDelay: delay, queue: queue, scheduler: scheduler, operation: operation,
-            observer: observer, onValue: onValue,
-            deliver: { result, done in
-                if case .failure(let error) = result { done(.failure(error)) }
-            },
-            completion: { result, _ in
-                if case .failure(let error) = result { completion(error) }
+        let trials = CallbackTrials(
+            condition: policy.effectiveCondition, repeatDelay: delay,
+            succeeded: { attempt, erased in
+                // Always a `Value`: only this operation produced it.
+                guard let value = erased.value(as: Value.self) else { return }
+                observer?(.attemptSucceeded(attempt, value))
+                onValue(value)
             })
+        let handle = startCallbackRetrier(
+            configuration: policy.configuration, on: queue, scheduler: scheduler, operation: operation,
+            strategy: policy.strategy(on: ContinuousClock.self), observer: observer,
+            completion: { result, _ in
+                // A repetition ends only with an error: every success pauses and starts the next trial.
+                if case .failure(let error) = result { completion(error) }
+            }, trials: trials)
+        return RetryHandle(runner: handle.runner)
     }
 
     /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.
