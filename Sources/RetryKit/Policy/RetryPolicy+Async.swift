@@ -49,7 +49,7 @@ extension RetryPolicy {
         let observation = conditions.observe(condition)
         defer { observation.cancel() }
         let machine = AsyncTrialMachine(configuration, conditions: conditions, repeatDelay: nil)
-        return try await runTrials(
+        return try await runTrialMachine(
             of: machine, since: clock.now, tolerance: tolerance, clock: clock, isolation: isolation,
             operation: operation, observer: observer)
     }
@@ -60,7 +60,7 @@ extension RetryPolicy {
     /// changes (``AsyncRetry/runAttempt(_:timeout:tolerance:clock:isolation:operation:conditions:conditionChanged:)``),
     /// each fed to the machine as it comes. Returns the value of a success: the end of the run, or, repeating, a pause
     /// that the next call with the same machine (and the same `start`) waits out.
-    func runTrials<Value: Sendable, C: Clock>(
+    func runTrialMachine<Value: Sendable, C: Clock>(
         of machine: AsyncTrialMachine, since start: C.Instant, tolerance: Duration?, clock: C,
         isolation: isolated (any Actor)?,
         operation: @escaping @Sendable (RetryAttempt) async throws -> Value,
