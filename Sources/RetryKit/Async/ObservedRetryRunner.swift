@@ -9,6 +9,8 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
     case timedOut
     /// The task was cancelled while the attempt was waited for.
     case cancelled
+    /// The machine interrupted the attempt (a gated run's condition closed); its result, if it came, was dropped.
+    case interrupted
 }
 
 /// The runner behind the observed `retry` overloads and
@@ -49,54 +51,13 @@ func runObservedRetry<Value: Sendable, C: Clock>(
 ) async throws -> Value where C.Duration == Duration {
     var machine = AsyncRetryFrameMachine(configuration, reportsTermination: reportsTermination)
     // The run, given how to read the time since the call: one reading each below, so that a specialization keeps one.
-    // Its variables are its own, and the machine is passed in: a variable captured by a local function is checked for
-    // exclusive access at run time (withRetry: +7% instructions).
+    // The machine is passed in, and the run's variables are the generic run's own: a variable captured by a local
+    // function is checked for exclusive access at run time (withRetry: +7% instructions).
     @inline(__always)
     func run(_ machine: inout AsyncRetryFrameMachine, now: () -> Duration) async throws -> Value {
-        // What the machine's actions said, for the attempt, the strategy and the last events.
-        var running: (attempt: RetryAttempt, timeout: Duration?)?
-        var consulted: (any Error)?
-        var value: Value?  // the successful attempt's, for its event
-        var interruption = AsyncAttemptInterruption.none
-        return try await runAsyncRetry(
-            machine: &machine, observed: true, tolerance: tolerance, clock: clock, isolation: isolation, now: now,
-            runAttempt: { (number: Int) async throws(any Error) -> Value in
-                interruption = .none
-                guard let (attempt, timeout) = running, attempt.number == number else {
-                    throw AsyncRetry.inconsistency()
-                }
-                switch await runAttempt(attempt, timeout) {
-                case .succeeded(let result):
-                    value = result
-                    return result
-                case .failed(let error):
-                    throw error
-                case .timedOut:
-                    interruption = .timedOut
-                    throw RetryError(.attemptTimedOut)  // not seen: the machine makes the attempt's error
-                case .cancelled:
-                    interruption = .cancelled
-                    throw CancellationError()
-                }
-            },
-            interruption: { interruption },
-            strategy: { error in strategy(consulted ?? error) },
-            observe: { action, termination in
-                switch action {
-                case .run(let attempt, let timeout):
-                    running = (attempt, timeout)
-                    willStart(attempt)
-                    observer(.attemptStarted(attempt))
-                case .consultStrategy(_, let error):
-                    consulted = error
-                case .retry(let delay, let failed, let error):
-                    observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
-                case .finish:
-                    termination?.forEachEvent(value: value) { observer($0) }
-                case .withdraw, .awaitCondition, .interrupt, .repeatAfter, .none:
-                    break  // a budget is paid where the machine decides; this runner runs no trials
-                }
-            })
+        try await runObservedRetry(
+            machine: &machine, tolerance: tolerance, clock: clock, isolation: isolation, now: now,
+            runAttempt: runAttempt, strategy: strategy, observer: observer, willStart: willStart)
     }
     // One of the two branches remains once specialized.
     if C.self == ContinuousClock.self {
@@ -105,6 +66,81 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     }
     let start = clock.now
     return try await run(&machine, now: { start.duration(to: clock.now) })
+}
+
+/// ``runObservedRetry(configuration:tolerance:clock:isolation:runAttempt:strategy:observer:willStart:)`` with a
+/// machine of the caller's, and the time since the call given by `now`: a plain retrier's (``AsyncRetryFrameMachine``), or a run of trials
+/// (``AsyncTrialMachine``). A gated run's `runAttempt` races the attempt against the condition's changes and feeds them
+/// to that machine itself (``AsyncTrialMachine/attemptSignalled(at:)``); when the machine interrupts the attempt it
+/// reports ``AsyncAttemptOutcome/interrupted``. A repeating run returns the value of each success with the machine
+/// paused; the next call with the same machine waits the rest of the pause and goes on (`now` must go on measuring
+/// from the run's start).
+@inlinable
+@inline(__always)
+func runObservedRetry<Value: Sendable, C: Clock, M: AsyncRetryMachineHolder>(
+    machine: inout M,
+    tolerance: Duration?,
+    clock: C,
+    isolation: isolated (any Actor)?,
+    now: () -> Duration,
+    runAttempt: (_ attempt: RetryAttempt, _ timeout: Duration?) async -> AsyncAttemptOutcome<Value>,
+    strategy: (any Error) -> RetryStrategy<C>,
+    observer: (RetryEvent<Value>) -> Void,
+    willStart: (RetryAttempt) -> Void
+) async throws -> Value where C.Duration == Duration {
+    // What the machine's actions said, for the attempt, the strategy and the last events.
+    var running: (attempt: RetryAttempt, timeout: Duration?)?
+    var consulted: (any Error)?
+    var value: Value?  // the successful attempt's, for its event
+    var interruption = AsyncAttemptInterruption.none
+    return try await runAsyncRetry(
+        machine: &machine, observed: true, tolerance: tolerance, clock: clock,
+        isolation: isolation,
+        now: now,
+        runAttempt: { (number: Int) async throws(any Error) -> Value in
+            interruption = .none
+            guard let (attempt, timeout) = running, attempt.number == number else { throw AsyncRetry.inconsistency() }
+            switch await runAttempt(attempt, timeout) {
+            case .succeeded(let result):
+                value = result
+                return result
+            case .failed(let error):
+                throw error
+            case .timedOut:
+                interruption = .timedOut
+                throw RetryError(.attemptTimedOut)  // not seen: the machine makes the attempt's error
+            case .cancelled:
+                interruption = .cancelled
+                throw CancellationError()
+            case .interrupted:
+                interruption = .interrupted
+                throw CancellationError()  // not seen: the machine has emitted the interruption
+            }
+        },
+        interruption: { interruption },
+        strategy: { error in strategy(consulted ?? error) },
+        observe: { action, termination in
+            switch action {
+            case .run(let attempt, let timeout):
+                running = (attempt, timeout)
+                willStart(attempt)
+                observer(.attemptStarted(attempt))
+            case .consultStrategy(_, let error):
+                consulted = error
+            case .retry(let delay, let failed, let error):
+                observer(.attemptFailed(failed, error: error, next: .retry(after: delay)))
+            case .finish:
+                termination?.forEachEvent(value: value) { observer($0) }
+            case .interrupt(let attempt):
+                if let attempt {
+                    observer(.attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
+                }
+            case .repeatAfter(_, let succeeded):
+                if let value { observer(.attemptSucceeded(succeeded, value)) }
+            case .withdraw, .awaitCondition, .none:
+                break  // a budget is paid where the machine decides
+            }
+        })
 }
 
 extension AsyncRetry {

@@ -128,7 +128,11 @@ func runBudgetedAsyncRetry<R, E, C>(
 ///   awaits, so a task waiting in the basic `retry` needs no more task memory than a task sleeping on its own.
 /// - **observed** (``AsyncRetryFrameMachine``): `now` is the time since the call, and every action the machine takes
 ///   is shown to `observe` first (the events, the running attempt and its timeout, the error the strategy is asked
-///   about).
+///   about). Its machine may be a run of trials (policies with a condition, repeating policies): the loop then also
+///   waits for the condition (``AsyncRetryStep/awaitCondition``), races each attempt and each wait of a gated run
+///   against the condition's changes (``RetryConditionInbox``, fed to the machine as they come), carries out the
+///   machine's interruptions (``AsyncRetryStep/interrupted``), and returns a repeating run's value at each success
+///   (the machine, paused, stays with the caller for the next call).
 ///
 /// Cancellation is checked before the machine is asked for each attempt (here and after each wait), so that a
 /// cancelled task reports the attempts that really ran.
@@ -137,8 +141,11 @@ func runBudgetedAsyncRetry<R, E, C>(
 ///   - machine: Where the state machine is kept, and how it is fed. `inout`, so that it lives in the caller's frame
 ///     once: passed as a value, the basic shape's frame outgrows the task allocator's first slab (a kilobyte more per
 ///     waiting task).
-///   - runAttempt: Runs attempt `number`: its value, or its error.
-///   - interruption: Asked (observed shape only) when an attempt threw: whether it timed out or was cancelled instead.
+///   - runAttempt: Runs attempt `number`: its value, or its error. In a gated run, the attempt races the condition's
+///     changes and feeds them to the machine itself (``AsyncTrialMachine``), and reports an interruption with
+///     `interruption`.
+///   - interruption: Asked (observed shape only) when an attempt threw: whether it timed out, was cancelled or was
+///     interrupted instead.
 ///   - observe: Sees every action of the machine, in order, before it is carried out (`{ _ in }` for the basic shape,
 ///     whose machine never calls it).
 @inlinable
@@ -155,7 +162,7 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
     strategy: (E) -> RetryStrategy<C>,
     observe: RetryStateMachine.ActionObserver
 ) async throws -> sending R where C: Clock, E: Error {
-    var step = machine.begin(cancelled: Task.isCancelled, at: .zero, observe: observe)  // `now` is zero at the call
+    var step = machine.begin(cancelled: Task.isCancelled, at: .zero, now: now, observe: observe)  // zero at the call
     var failure: E?
     // A clock whose duration is not `Swift.Duration`: the wait the strategy asked for, in the clock's own unit (the
     // machine was told to retry with no delay of its own). Always `nil` for a `Swift.Duration` clock.
@@ -180,6 +187,9 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
                 case .cancelled:
                     step = machine.failed(
                         number, AsyncRetry.erased(error), cancelled: true, at: now(), observe: observe)
+                case .interrupted:
+                    // The machine interrupted the attempt (it has emitted its failure); it has been drained.
+                    step = .interrupted
                 }
             }
         case .consult(let context):
@@ -193,13 +203,50 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
         case .wait(let delay):
             if let wait = try AsyncRetry.wait(delay, orClockWait: clockWait) {
                 clockWait = nil
-                do {
-                    try await AsyncRetry.sleep(for: wait, tolerance: tolerance, clock: clock)
-                } catch {
-                    throw machine.sleepFailed(AsyncRetry.sleepError(error), at: now(), observe: observe)
+                if observed, let inbox = machine.conditions {
+                    // A gated run: the wait races the condition, whose changes the machine may interrupt it for.
+                    let outcome = await AsyncRetry.racing(
+                        nil, until: clock.now.advanced(by: wait), tolerance: tolerance, clock: clock,
+                        isolation: isolation, timedOut: { GatedWait.elapsed }, sleepFailed: { .failed($0) },
+                        signal: { await inbox.wait() },
+                        signalled: {
+                            guard
+                                case .interrupted? = machine.conditionChanged(
+                                    cancelled: false, at: now(), observe: observe)
+                            else { return nil }
+                            return .interrupted
+                        })
+                    switch outcome {
+                    case .elapsed?:
+                        break
+                    case .interrupted?:
+                        step = .interrupted
+                        continue
+                    case .failed(let error)?:
+                        throw machine.sleepFailed(AsyncRetry.sleepError(error), at: now(), observe: observe)
+                    case nil:
+                        throw machine.sleepFailed(CancellationError(), at: now(), observe: observe)
+                    }
+                } else {
+                    do {
+                        try await AsyncRetry.sleep(for: wait, tolerance: tolerance, clock: clock)
+                    } catch {
+                        throw machine.sleepFailed(AsyncRetry.sleepError(error), at: now(), observe: observe)
+                    }
                 }
             }
             step = machine.waited(cancelled: Task.isCancelled, at: now(), observe: observe)
+        case .awaitCondition:
+            // A gated run waits for its condition: each change goes to the machine; a cancelled task cancels the run.
+            guard observed, let inbox = machine.conditions else { throw AsyncRetry.inconsistency() }
+            let changed = await inbox.wait()
+            step =
+                machine.conditionChanged(cancelled: !changed || Task.isCancelled, at: now(), observe: observe)
+                ?? .awaitCondition
+        case .interrupted:
+            // The attempt or the wait the machine interrupted is over: a new trial, or a wait for the condition.
+            guard observed else { throw AsyncRetry.inconsistency() }
+            step = machine.interrupted(cancelled: Task.isCancelled, at: now(), observe: observe)
         case .fail(let error):
             throw error
         }
@@ -215,6 +262,19 @@ enum AsyncAttemptInterruption {
     case timedOut
     /// The task was cancelled while it was waited for.
     case cancelled
+    /// The machine interrupted it (the condition of a gated run closed): its result, if any, was dropped.
+    case interrupted
+}
+
+/// How a wait of a gated run ended.
+@usableFromInline
+enum GatedWait: Sendable {
+    /// The delay passed.
+    case elapsed
+    /// The machine interrupted it (the condition closed).
+    case interrupted
+    /// The clock's sleep threw.
+    case failed(any Error)
 }
 
 /// What the async runner does next: the part of a state machine action it needs, and nothing more.
@@ -228,6 +288,10 @@ enum AsyncRetryStep {
     case wait(Duration)
     /// Give up with this error.
     case fail(any Error)
+    /// Wait for a change of the condition (a gated run of trials only).
+    case awaitCondition
+    /// The machine interrupted the attempt or the wait (a gated run's condition closed): once it is over, report it.
+    case interrupted
 
     /// The step for a machine's `action`; `finalError` is read only when the machine finished
     /// (``RetryStateMachine/finalError``).
@@ -239,7 +303,9 @@ enum AsyncRetryStep {
         case .withdraw: self = .fail(AsyncRetry.inconsistency())  // carried out where decided (`decidePaying`)
         case .retry(let delay, _, _): self = .wait(delay)
         case .finish: self = .fail(finalError() ?? AsyncRetry.inconsistency())
-        case .none, .awaitCondition, .interrupt, .repeatAfter: self = .fail(AsyncRetry.inconsistency())
+        case .awaitCondition: self = .awaitCondition
+        case .interrupt: self = .interrupted  // its event is emitted by the observer of the action
+        case .none, .repeatAfter: self = .fail(AsyncRetry.inconsistency())  // `repeatAfter` ends `succeeded`
         }
     }
 }
@@ -252,8 +318,10 @@ enum AsyncRetryStep {
 /// `observe` first.
 @usableFromInline
 protocol AsyncRetryMachineHolder {
-    mutating func begin(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
-        -> AsyncRetryStep
+    /// The first step; `now` is read only by a run of trials that resumes after a pause.
+    mutating func begin(
+        cancelled: Bool, at start: Duration, now: () -> Duration, observe: RetryStateMachine.ActionObserver
+    ) -> AsyncRetryStep
     mutating func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver)
     mutating func failed(
         _ number: Int, _ error: any Error, cancelled: Bool, at now: Duration,
@@ -274,6 +342,36 @@ protocol AsyncRetryMachineHolder {
         _ error: any Error, at now: Duration, observe: RetryStateMachine.ActionObserver
     )
         -> any Error
+    /// Where a gated run of trials receives its condition's changes; `nil` for any other run.
+    var conditions: RetryConditionInbox? { get }
+    /// Feeds the machine the condition's pending change (or `cancel`, if `cancelled`): the step that follows, or `nil`
+    /// if the machine goes on as it was.
+    mutating func conditionChanged(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
+        -> AsyncRetryStep?
+    /// The interruption the machine asked for is carried out.
+    mutating func interrupted(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
+        -> AsyncRetryStep
+}
+
+extension AsyncRetryMachineHolder {
+    // A machine that runs no trials (the basic shape's): nothing to wait for, nothing to interrupt.
+
+    @inlinable
+    var conditions: RetryConditionInbox? { nil }
+
+    @inlinable
+    mutating func conditionChanged(cancelled: Bool, at _: Duration, observe _: RetryStateMachine.ActionObserver)
+        -> AsyncRetryStep?
+    {
+        .fail(AsyncRetry.inconsistency())
+    }
+
+    @inlinable
+    mutating func interrupted(cancelled: Bool, at _: Duration, observe _: RetryStateMachine.ActionObserver)
+        -> AsyncRetryStep
+    {
+        .fail(AsyncRetry.inconsistency())
+    }
 }
 
 /// The basic `retry`'s machine: on the heap, from the first failure on (see ``AsyncRetryMachine``); events are not
@@ -291,9 +389,9 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
     }
 
     @inlinable @inline(__always)
-    mutating func begin(cancelled: Bool, at _: Duration, observe _: RetryStateMachine.ActionObserver)
-        -> AsyncRetryStep
-    {
+    mutating func begin(
+        cancelled: Bool, at _: Duration, now _: () -> Duration, observe _: RetryStateMachine.ActionObserver
+    ) -> AsyncRetryStep {
         AsyncRetryMachine.firstStep(maxAttempts: maxAttempts, budget: budget, cancelled: cancelled)
     }
 
@@ -364,6 +462,11 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
         self.reportsTermination = reportsTermination
     }
 
+    /// The frame of `machine` (a run of trials' machine, say).
+    init(machine: RetryStateMachine) {
+        self.machine = machine
+    }
+
     /// Shows `action` to `observe` (with the termination, if it finishes) and returns the runner's step. Called with
     /// an action computed beforehand, never as `step(machine.input(…), …)`: `self` would be read before the input
     /// changes it, and a finished machine would look unfinished.
@@ -380,10 +483,10 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     }
 
     @inlinable @inline(__always)
-    mutating func begin(cancelled: Bool, at now: Duration, observe: RetryStateMachine.ActionObserver)
-        -> AsyncRetryStep
-    {
-        input(cancelled: cancelled, at: now, observe: observe) { $0.start(at: now) }
+    mutating func begin(
+        cancelled: Bool, at start: Duration, now: () -> Duration, observe: RetryStateMachine.ActionObserver
+    ) -> AsyncRetryStep {
+        input(cancelled: cancelled, at: start, observe: observe) { $0.start(at: start) }
     }
 
     @inlinable @inline(__always)

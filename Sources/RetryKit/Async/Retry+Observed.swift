@@ -105,27 +105,49 @@ package func retry<R: Sendable, C: Clock>(
     try await runObservedRetry(
         configuration: configuration, tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, timeout in
-            guard let timeout else {
+            await AsyncRetry.runAttempt(
+                attempt, timeout: timeout, tolerance: tolerance, clock: clock, isolation: isolation,
+                operation: operation, conditions: nil, conditionChanged: { false })
+        },
+        strategy: strategy,
+        observer: observer)
+}
+
+extension AsyncRetry {
+    /// Runs one attempt of `operation`, the observed async runner's way: called directly when nothing races it;
+    /// otherwise in a child task racing its timer (when it has a `timeout`) and the changes of a gated run's condition
+    /// (when `conditions` is given: each change signalled goes to `conditionChanged`, and `true`, the machine's
+    /// interruption, ends the attempt with ``AsyncAttemptOutcome/interrupted``, its task cancelled and its result
+    /// dropped).
+    static func runAttempt<R: Sendable, C: Clock>(
+        _ attempt: RetryAttempt, timeout: Duration?, tolerance: Duration?, clock: C, isolation: isolated (any Actor)?,
+        operation: @escaping @Sendable (RetryAttempt) async throws -> R,
+        conditions: RetryConditionInbox?, conditionChanged: () -> Bool
+    ) async -> AsyncAttemptOutcome<R> where C.Duration == Duration {
+        guard timeout != nil || conditions != nil else {
+            do {
+                return .succeeded(try await operation(attempt))
+            } catch {
+                return .failed(error)
+            }
+        }
+        var deadline: C.Instant?
+        if let timeout { deadline = clock.now.advanced(by: timeout) }
+        var signal: (@Sendable () async -> Bool)?
+        if let conditions { signal = { await conditions.wait() } }
+        let outcome = await racing(
+            { () async -> AsyncAttemptOutcome<R>? in
                 do {
                     return .succeeded(try await operation(attempt))
                 } catch {
                     return .failed(error)
                 }
-            }
-            let outcome = await AsyncRetry.racingTimer(
-                until: clock.now.advanced(by: timeout), tolerance: tolerance, clock: clock, isolation: isolation,
-                attempt: { () async -> AsyncAttemptOutcome<R>? in
-                    do {
-                        return .succeeded(try await operation(attempt))
-                    } catch {
-                        return .failed(error)
-                    }
-                },
-                timedOut: { .timedOut })
-            return outcome ?? .cancelled
-        },
-        strategy: strategy,
-        observer: observer)
+            },
+            until: deadline, tolerance: tolerance, clock: clock, isolation: isolation, timedOut: { .timedOut },
+            signal: signal,
+            signalled: { conditionChanged() ? .interrupted : nil })
+        return outcome ?? .cancelled
+    }
 }
 
 /// Retries an async operation with time limits and an observer, measuring time on a `ContinuousClock`.

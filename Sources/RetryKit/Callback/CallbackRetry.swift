@@ -120,7 +120,8 @@ package func retry<Value: Sendable>(
         observer: observer, completion: completion)
 }
 
-/// Starts a completion-handler retrier: the one place that builds one.
+/// Starts a completion-handler retrier: the one place that builds one. With `trials`, a run of trials (a gated or
+/// repeating policy) in the same runner.
 ///
 /// Inlinable, like the public entry points, so that it is specialized in the caller's module for the caller's `Value`:
 /// the closures it gives the non-generic ``CallbackRunner`` are then specialized code, and neither creating the
@@ -133,7 +134,8 @@ func startCallbackRetrier<Value: Sendable>(
     operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
     strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
     observer: (@Sendable (RetryEvent<Value>) -> Void)?,
-    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void,
+    trials: CallbackTrials? = nil
 ) -> RetryHandle<Value> {
     var observe: (@Sendable (CallbackEvent) -> Void)?
     if let observer {
@@ -155,7 +157,8 @@ func startCallbackRetrier<Value: Sendable>(
             completion(termination.result(value: value), termination.summary)
         },
         observe: observe)
-    let runner = CallbackRunner.start(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
+    let runner = CallbackRunner.start(
+        configuration: configuration, queue: queue, scheduler: scheduler, client: client, trials: trials)
     return RetryHandle(runner: runner)
 }
 

@@ -126,11 +126,20 @@ package struct CallbackRunnerState {
     var timer: PendingTimer?
     /// Where the retrier is in its life, with what its end needs: one enum of two words, so that the state (which
     /// every waiting retrier keeps) stays in a smaller allocation size class.
-    var phase = CallbackPhase.running(waiters: [])
+    var phase: CallbackPhase
 
-    /// Whether `record`'s attempt is the one the machine is running.
+    /// Whether `record`'s attempt is the one the machine is running (in a run of trials: of the current trial, as
+    /// the attempts of every trial are numbered from 1).
+    @inline(__always)
     func isCurrent(_ record: CallbackAttempt) -> Bool {
-        machine.currentAttempt == record.number
+        guard machine.currentAttempt == record.number else { return false }
+        return record.generation == 0 || phase.isCurrent(generation: record.generation)  // 0: a plain retrier's
+    }
+
+    /// A run of trials' own state, until the retrier finishes; `nil` for a plain retrier.
+    var trials: CallbackTrials? {
+        guard case .running(_, let trials) = phase else { return nil }
+        return trials
     }
 
     /// Whether the retrier has not finished yet (`client` is the user's).
@@ -150,10 +159,10 @@ package struct CallbackRunnerState {
         switch phase {
         case .delivered(let outcome):
             return outcome
-        case .running(var waiters):
+        case .running(var waiters, let trials):
             phase = .delivering(waiters: [])  // releases the enum's reference, so that the append does not copy
             waiters.append(waiter)
-            phase = .running(waiters: waiters)
+            phase = .running(waiters: waiters, trials: trials)
         case .finished(var waiters, let value):
             phase = .delivering(waiters: [])
             waiters.append(waiter)
@@ -173,8 +182,18 @@ typealias CallbackWaiter = CheckedContinuation<ErasedValue, any Error>
 /// Where a retrier is in its life. Tasks awaiting ``RetryHandle/value`` are kept until the completion has run, then
 /// each is resumed exactly once, outside the lock.
 enum CallbackPhase {
-    /// Not finished: `client` is the user's.
-    case running(waiters: [CallbackWaiter])
+    /// Whether `generation` is the current trial's (see ``CallbackTrials/generation``). Out of line: only runs of
+    /// trials ask.
+    @inline(never)
+    func isCurrent(generation: UInt32) -> Bool {
+        guard case .running(_, let trials?) = self else { return false }
+        return trials.generation == generation
+    }
+
+    /// Not finished: `client` is the user's. A run of trials keeps its own state here (not in the client, which is
+    /// copied for every input, nor in a field of its own, which every plain retrier would carry); the `.finish` step
+    /// takes it out, so that it is released after unlocking.
+    case running(waiters: [CallbackWaiter], trials: CallbackTrials?)
     /// The machine finished, and `deliver` has not yet taken how (``RetryStateMachine/termination``) and the
     /// successful attempt's value.
     case finished(waiters: [CallbackWaiter], value: ErasedValue?)
@@ -185,8 +204,9 @@ enum CallbackPhase {
 }
 
 /// What to do after an input, outside the lock. An enum whose payloads are small (an idle step is just its tag), so
-/// that creating, moving and destroying one costs little more than its references.
-enum CallbackStep {
+/// that creating, moving and destroying one costs little more than its references. Sendable, so that a step decided on
+/// another thread (a condition change) can be handed over to the queue.
+enum CallbackStep: Sendable {
     /// Nothing: the input was stale, or the work is done.
     case idle
     /// Emit `attemptStarted`, arm `timer` for `timeout` (the attempt's timeout) if set, and run the attempt. The timer
@@ -199,16 +219,45 @@ enum CallbackStep {
     case wait(failed: RetryAttempt, delay: Duration, error: any Error, timer: PendingTimer?)
     /// Emit the final events, run the completion, resume awaiting tasks (all in `deliver`).
     case finish
+    /// What only runs of trials do, boxed: the steps a plain retrier takes stay as they are (in size, and in how
+    /// cheaply they are moved and destroyed).
+    indirect case trial(CallbackTrialStep)
 
     var isIdle: Bool {
         if case .idle = self { return true }
         return false
     }
 
+    /// Whether the step finishes the retrier (``finish``, or a run of trials' ``CallbackTrialStep/finish(_:)``).
     var isFinish: Bool {
-        if case .finish = self { return true }
-        return false
+        switch self {
+        case .finish, .trial(.finish): return true
+        case .idle, .run, .consult, .wait, .trial: return false
+        }
     }
+
+    /// The run of trials a finishing step ends, if any.
+    var endedTrials: CallbackTrials? {
+        guard case .trial(.finish(let trials)) = self else { return nil }
+        return trials
+    }
+}
+
+/// What to do after an input that only a run of trials takes (see ``CallbackStep/trial(_:)``).
+enum CallbackTrialStep: Sendable {
+    /// ``CallbackStep/run(_:timeout:timer:)`` in a run of trials: the attempt's record is of trial `generation` (see
+    /// ``CallbackTrials/generation``).
+    case run(RetryAttempt, timeout: Duration?, generation: UInt32, timer: PendingTimer?)
+    /// A trial was interrupted (its attempt in flight or its wait already cancelled): emit
+    /// `attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled))` if an attempt was, then report
+    /// ``RetryStateMachine/interrupted(at:)``.
+    case interrupted(RetryAttempt?)
+    /// A repeating run's success: emit `attemptSucceeded` with the value, hand it to `onValue`, then arm `timer` for
+    /// the pause (always a timer, even for a zero pause, so that a run of synchronous successes cannot hold the queue).
+    case repeatAfter(CallbackTrials, RetryAttempt, value: ErasedValue?, delay: Duration, timer: PendingTimer)
+    /// ``CallbackStep/finish``, and stop observing the condition: the run's state, taken out of the runner's state
+    /// under the lock, is released after unlocking.
+    case finish(CallbackTrials)
 }
 
 /// What a transition took out of the state to run or release outside the lock: the cancel hook of an abandoned
@@ -316,14 +365,21 @@ final class CallbackRunnerBuffer: ManagedBuffer<LockPrimitive.Raw, CallbackRunne
     /// A buffer holding a new runner's storage, its lock initialized.
     static func make(
         configuration: consuming RetryConfiguration, queue: DispatchQueue, clock: consuming RunnerClock,
-        client: consuming CallbackClient
+        client: consuming CallbackClient, trials: CallbackTrials?
     ) -> CallbackRunnerBuffer {
         let buffer = create(minimumCapacity: 1) { _ in LockPrimitive.Raw() }
         // `create` returns an instance of the class it is called on.
         let runner = unsafeDowncast(buffer, to: CallbackRunnerBuffer.self)
         let observes = client.observe != nil
+        let machine: RetryStateMachine
+        if let trials {
+            machine = RetryStateMachine(configuration, trials: trials.trials)
+        } else {
+            machine = RetryStateMachine(configuration)
+        }
         let storage = CallbackRunnerStorage(
-            state: CallbackRunnerState(machine: RetryStateMachine(configuration), client: client), queue: queue,
+            state: CallbackRunnerState(
+                machine: machine, client: client, phase: .running(waiters: [], trials: trials)), queue: queue,
             clock: clock, observes: observes)
         runner.withUnsafeMutablePointers { lock, element in
             LockPrimitive.initialize(lock)
@@ -364,7 +420,7 @@ package struct CallbackRunner: @unchecked Sendable {
     /// A runner for `configuration`, its state ready for `begin`.
     private init(
         configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
-        client: consuming CallbackClient
+        client: consuming CallbackClient, trials: CallbackTrials?
     ) {
         let clock: RunnerClock
         if type(of: scheduler) == DispatchTimerScheduler.self {
@@ -372,7 +428,8 @@ package struct CallbackRunner: @unchecked Sendable {
         } else {
             clock = .custom(CustomScheduler(scheduler))
         }
-        buffer = CallbackRunnerBuffer.make(configuration: configuration, queue: queue, clock: clock, client: client)
+        buffer = CallbackRunnerBuffer.make(
+            configuration: configuration, queue: queue, clock: clock, client: client, trials: trials)
     }
 
     /// A weak reference to the runner's storage, for tests that check that a finished retrier is released.
@@ -429,10 +486,15 @@ package struct CallbackRunner: @unchecked Sendable {
     @usableFromInline
     static func start(
         configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
-        client: consuming CallbackClient
+        client: consuming CallbackClient, trials: CallbackTrials? = nil
     ) -> CallbackRunner {
-        let runner = CallbackRunner(configuration: configuration, queue: queue, scheduler: scheduler, client: client)
-        runner.hop { runner.begin() }
+        let runner = CallbackRunner(
+            configuration: configuration, queue: queue, scheduler: scheduler, client: client, trials: trials)
+        if let trials {
+            runner.hop { runner.begin(trials) }
+        } else {
+            runner.hop { runner.begin() }
+        }
         return runner
     }
 
@@ -498,6 +560,45 @@ package struct CallbackRunner: @unchecked Sendable {
     private func begin() {
         let now = elapsed
         handle { s, effects in apply(s.machine.start(at: now), at: now, to: &s, &effects) }
+    }
+
+    /// Starts a run of trials: observes its condition, if any, and starts the machine with the condition as it was when
+    /// the observation began. A run cancelled before this stops observing at once.
+    private func begin(_ trials: CallbackTrials) {
+        var snapshot: RetryConditionSnapshot?
+        var observation: RetryConditionObservation?
+        if let condition = trials.condition {
+            (snapshot, observation) = condition.observe { snapshot in self.conditionChanged(snapshot) }
+        }
+        let now = elapsed
+        var stale = observation  // cancelled below unless the run keeps it
+        handle { s, effects in
+            guard !s.machine.isFinished else { return .idle }  // cancelled before it began
+            trials.observation = stale.take()
+            let action = snapshot.map { s.machine.start(at: now, condition: $0) } ?? s.machine.start(at: now)
+            return apply(action, at: now, to: &s, &effects)
+        }
+        stale?.cancel()
+    }
+
+    /// The condition of a run of trials changed (on the thread that changed it, possibly concurrently with anything
+    /// else). The machine decides under the lock; an interrupted attempt's cancel hook and a cancelled timer run here,
+    /// after unlocking (as in ``cancel()``), and the rest (events, the next attempt, the completion) after a hop to the
+    /// queue.
+    func conditionChanged(_ snapshot: RetryConditionSnapshot) {
+        let now = elapsed
+        var client = CallbackClient.released
+        let step = transition { s, effects in
+            client = s.client  // copied before the transition: see `handle`
+            return apply(s.machine.conditionChanged(snapshot, at: now), at: now, to: &s, &effects)
+        }
+        if step.isIdle { return }
+        let user = client
+        hop {
+            // Cancelled meanwhile: only the end is left, and `cancel()` hops to deliver it (no event may follow it).
+            if !step.isFinish && self.isFinished { return }
+            self.carryOut(step, user)
+        }
     }
 
     /// A completion of `record`'s attempt was called with `result` (from any thread). The first call of the current
@@ -612,7 +713,8 @@ package struct CallbackRunner: @unchecked Sendable {
         }
         guard step.isFinish else { return }
         let user = client
-        hop { self.deliver(user) }
+        let trials = step.endedTrials
+        hop { self.deliver(user, trials) }
     }
 
     /// Registers a task awaiting ``RetryHandle/value``, or resumes it at once if the result is already known.
@@ -650,9 +752,8 @@ package struct CallbackRunner: @unchecked Sendable {
     ) -> CallbackStep {
         guard s.isLive else { return .idle }
         switch consume action {
-        case .none, .withdraw, .awaitCondition, .interrupt, .repeatAfter:
+        case .none, .withdraw:
             // A withdrawal only follows a decision, and the decision's transition pays it at once (`decidePaying`).
-            // This runner runs no trials yet (`CallbackPolicyRun` runs each trial as a retrier of its own).
             return .idle
         case .run(let attempt, let timeout):
             var timer: PendingTimer?
@@ -660,6 +761,7 @@ package struct CallbackRunner: @unchecked Sendable {
                 timer = PendingTimer(runner: self, attempt: attempt.number)
                 s.timer = timer
             }
+            if case .running(_, .some) = s.phase { return trialRun(attempt, timeout: timeout, timer: timer, &s) }
             return .run(attempt, timeout: timeout, timer: timer)
         case .consultStrategy(let context, let error):
             return .consult(context, error: error)
@@ -675,10 +777,62 @@ package struct CallbackRunner: @unchecked Sendable {
             if let hook = s.hook.take() { effects.hook = hook }
             if let timer = s.timer.take() { effects.stopped = timer }
             s.client = .released
-            guard case .running(let waiters) = s.phase else { return .idle }  // not reached: checked above
+            if case .running(_, .some) = s.phase { return finishTrials(value: value, &s) }
+            guard case .running(let waiters, _) = s.phase else { return .idle }  // not reached: checked above
             s.phase = .finished(waiters: waiters, value: value)
             return .finish
+        case .awaitCondition:
+            if let timer = s.timer.take() { effects.stopped = timer }
+            return .idle
+        case .interrupt(let attempt):
+            return interrupt(attempt, &s, &effects)
+        case .repeatAfter(let delay, let succeeded):
+            return pause(delay, after: succeeded, value: value, &s)
         }
+    }
+
+    // Out of line: only runs of trials take these, and `apply` stays as small as a plain retrier needs it.
+
+    /// ``RetryStateMachine/Action/interrupt(_:)``: takes the attempt in flight (its hook runs after unlocking; its
+    /// record is no longer current, so its result is ignored, even once a later trial runs an attempt of the same
+    /// number) or the wait's timer.
+    @inline(never)
+    private func interrupt(
+        _ attempt: RetryAttempt?, _ s: inout CallbackRunnerState, _ effects: inout CallbackEffects
+    ) -> CallbackStep {
+        if let hook = s.hook.take() { effects.hook = hook }
+        if let timer = s.timer.take() { effects.stopped = timer }
+        if let trials = s.trials { trials.generation = trials.generation == .max ? 1 : trials.generation + 1 }
+        return .trial(.interrupted(attempt))
+    }
+
+    /// ``RetryStateMachine/Action/finish`` of a run of trials: its state leaves the runner's state with the step, to be
+    /// released after unlocking.
+    @inline(never)
+    private func finishTrials(value: ErasedValue?, _ s: inout CallbackRunnerState) -> CallbackStep {
+        guard case .running(let waiters, let trials?) = s.phase else { return .idle }  // not reached: checked
+        s.phase = .finished(waiters: waiters, value: value)
+        return .trial(.finish(trials))
+    }
+
+    /// ``RetryStateMachine/Action/run(_:timeout:)`` in a run of trials: the attempt's record will be of the current
+    /// trial.
+    @inline(never)
+    private func trialRun(
+        _ attempt: RetryAttempt, timeout: Duration?, timer: PendingTimer?, _ s: inout CallbackRunnerState
+    ) -> CallbackStep {
+        .trial(.run(attempt, timeout: timeout, generation: s.trials?.generation ?? 1, timer: timer))
+    }
+
+    /// ``RetryStateMachine/Action/repeatAfter(_:succeeded:)``: the pause's timer, kept in the state already.
+    @inline(never)
+    private func pause(
+        _ delay: Duration, after succeeded: RetryAttempt, value: ErasedValue?, _ s: inout CallbackRunnerState
+    ) -> CallbackStep {
+        guard let trials = s.trials else { return .idle }  // not reached: the machine repeats only with trials
+        let timer = PendingTimer(runner: self, attempt: 0)
+        s.timer = timer
+        return .trial(.repeatAfter(trials, succeeded, value: value, delay: delay, timer: timer))
     }
 
     // MARK: - Carrying out (outside the lock, on the queue)
@@ -692,21 +846,7 @@ package struct CallbackRunner: @unchecked Sendable {
             case .idle:
                 return
             case .run(let attempt, let timeout, let timer):
-                if let observe = client.observe {
-                    for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
-                    observe(.started(attempt))
-                }
-                if let timer, let timeout { arm(timer, after: timeout) }
-                var record = spare.take() ?? CallbackAttempt(runner: self)
-                record.begin(attempt)
-                // The observer (or the scheduler) may have ended the attempt meanwhile: then its operation does not
-                // run. Without either, nothing ran since the transition, and a concurrent cancel is a race anyway.
-                if !(client.observe != nil || timer != nil) || isCurrent(record) {
-                    client.run(attempt, record)
-                }
-                var reusable = false
-                step = operationReturned(&record, reusable: &reusable)
-                if reusable { spare = record }
+                step = run(attempt, timeout: timeout, generation: 0, timer: timer, client, spare: &spare)
             case .consult(let context, let error):
                 let decision = context.resolve(client.strategy(error))
                 let now = elapsed
@@ -732,10 +872,76 @@ package struct CallbackRunner: @unchecked Sendable {
                 let now = decidedAt ?? elapsed
                 step = transition { s, effects in apply(s.machine.waitElapsed(at: now), at: now, to: &s, &effects) }
             case .finish:
-                deliver(client)
+                deliver(client, nil)
                 return
+            case .trial(let trialStep):
+                guard let next = carryOut(trialStep, client) else { return }
+                step = next
             }
         }
+    }
+
+    /// Carries out ``CallbackStep/run(_:timeout:timer:)`` (for a run of trials, with the record's generation):
+    /// returns the step that follows the operation's return. `spare` is a record nobody holds any more, for the next
+    /// attempt.
+    @inline(__always)
+    private func run(
+        _ attempt: RetryAttempt, timeout: Duration?, generation: UInt32, timer: PendingTimer?, _ client: CallbackClient,
+        spare: inout CallbackAttempt?
+    ) -> CallbackStep {
+        if let observe = client.observe {
+            for duplicate in takeDuplicates() { observe(.duplicate(duplicate)) }
+            observe(.started(attempt))
+        }
+        if let timer, let timeout { arm(timer, after: timeout) }
+        var record = spare.take() ?? CallbackAttempt(runner: self)
+        record.begin(attempt, generation: generation)
+        // The observer (or the scheduler, or a condition: a run of trials, whose generations start at 1) may have
+        // ended the attempt meanwhile: then its operation does not run. Without any of them, nothing ran since the
+        // transition, and a concurrent cancel is a race anyway.
+        if !(client.observe != nil || timer != nil || generation != 0) || isCurrent(record) {
+            client.run(attempt, record)
+        }
+        var reusable = false
+        let next = operationReturned(&record, reusable: &reusable)
+        if reusable { spare = record }
+        return next
+    }
+
+    /// Carries out a step only runs of trials take; returns the next step, or `nil` when the work is done. Out of line,
+    /// so that `carryOut` stays as small as a plain retrier needs it.
+    @inline(never)
+    private func carryOut(_ step: CallbackTrialStep, _ client: CallbackClient) -> CallbackStep? {
+        switch step {
+        case .run(let attempt, let timeout, let generation, let timer):
+            // A run of trials reuses no record: the plain loop keeps its spare in registers.
+            var spare: CallbackAttempt?
+            return run(attempt, timeout: timeout, generation: generation, timer: timer, client, spare: &spare)
+        case .interrupted(let attempt):
+            return interrupted(attempt, client)
+        case .repeatAfter(let trials, let attempt, let value, let delay, let timer):
+            if let value, let succeeded = trials.succeeded { succeeded(attempt, value) }
+            arm(timer, after: delay)
+            return nil
+        case .finish(let trials):
+            deliver(client, trials)
+            return nil
+        }
+    }
+
+    /// Carries out ``CallbackTrialStep/interrupted(_:)``: reports the interruption to the machine, and the interrupted
+    /// attempt to the observer (unless the retrier finished meanwhile: no event may follow `finished`).
+    private func interrupted(_ attempt: RetryAttempt?, _ client: CallbackClient) -> CallbackStep {
+        let now = elapsed
+        var live = false
+        let next = transition { s, effects in
+            live = s.isLive
+            return apply(s.machine.interrupted(at: now), at: now, to: &s, &effects)
+        }
+        if live, let attempt, let observe = client.observe {
+            observe(.failed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
+        }
+        return next
     }
 
     /// Schedules a timer the state keeps, unless the state stopped wanting it meanwhile (cancelled, or on a concurrent
@@ -767,10 +973,12 @@ package struct CallbackRunner: @unchecked Sendable {
         }
     }
 
-    /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue.
-    private func deliver(_ client: CallbackClient) {
+    /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. On the queue. A run of
+    /// trials stops observing its condition first.
+    private func deliver(_ client: CallbackClient, _ trials: CallbackTrials?) {
         var value: ErasedValue?
         var duplicates: [RetryAttempt] = []
+        if let trials { stopObserving(trials) }  // the condition keeps nothing of the run from here on
         let termination: RetryTermination? = withLock { s in
             guard case .finished(let waiters, let finalValue) = s.phase else { return nil }
             s.phase = .delivering(waiters: waiters)
@@ -787,6 +995,14 @@ package struct CallbackRunner: @unchecked Sendable {
             return waiters
         }
         for waiter in waiters { Self.resume(waiter, with: outcome) }
+    }
+
+    /// Cancels a run of trials' registration with its condition (once it has finished). Out of line: only runs of
+    /// trials have one.
+    @inline(never)
+    private func stopObserving(_ trials: CallbackTrials) {
+        let observation = withLock { _ in trials.observation.take() }
+        observation?.cancel()
     }
 
     /// An attempt's completion was called again (from any thread). The report reaches the observer on the queue: with
@@ -872,6 +1088,9 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     @exclusivity(unchecked) var state = State.pending
     /// The runner is calling the operation: a result that arrives now is kept in `early` for when it returns.
     @exclusivity(unchecked) var calling = false
+    /// The trial the attempt belongs to (``CallbackTrials/generation``; 0 for a plain retrier). Placed where it fills
+    /// padding: the record is no larger for it.
+    @exclusivity(unchecked) private(set) var generation: UInt32 = 0
     /// A result that arrived while the operation was being called.
     @exclusivity(unchecked) var early: ErasedOutcome?
 
@@ -879,9 +1098,10 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
         self.runner = runner
     }
 
-    /// Makes this (new, or no longer held) record the record of `attempt`, about to be called.
-    func begin(_ attempt: RetryAttempt) {
+    /// Makes this (new, or no longer held) record the record of `attempt` of trial `generation`, about to be called.
+    func begin(_ attempt: RetryAttempt, generation: UInt32) {
         number = attempt.number
+        self.generation = generation
         state = .pending
         calling = true
         early = nil

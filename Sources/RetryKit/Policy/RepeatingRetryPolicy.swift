@@ -45,8 +45,9 @@ public struct RepeatingRetryPolicy: Sendable {
     /// Repeats a completion-handler operation, handing every success to `onValue`, until the policy gives up, the
     /// condition ends, or the returned handle is cancelled.
     ///
-    /// Each repetition is a trial of the policy (a completion-handler retrier on `queue`); after a success `onValue`
-    /// runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next trial.
+    /// Each repetition is a trial of the policy (a fresh start of it, in one completion-handler retrier on `queue`);
+    /// after a success `onValue` runs on `queue`, then a timer of `scheduler` waits the repeating delay before the next
+    /// trial (a timer even for a zero delay, so that other work on `queue` runs in between).
     /// ``RetryHandle/cancel()`` cancels the timer or the trial in flight (its cancel hook runs) and `completion`
     /// receives `CancellationError`. ``RetryHandle/value`` of the returned handle throws the error the repetition ended
     /// with.
@@ -72,15 +73,22 @@ public struct RepeatingRetryPolicy: Sendable {
         onValue: @escaping @Sendable (Value) -> Void,
         completion: @escaping @Sendable (any Error) -> Void = { _ in }
     ) -> RetryHandle<Never> {
-        CallbackPolicyRun.start(
-            policy: policy, repeatDelay: delay, queue: queue, scheduler: scheduler, operation: operation,
-            observer: observer, onValue: onValue,
-            deliver: { result, done in
-                if case .failure(let error) = result { done(.failure(error)) }
-            },
-            completion: { result, _ in
-                if case .failure(let error) = result { completion(error) }
+        let trials = CallbackTrials(
+            condition: policy.effectiveCondition, repeatDelay: delay,
+            succeeded: { attempt, erased in
+                // Always a `Value`: only this operation produced it.
+                guard let value = erased.value(as: Value.self) else { return }
+                observer?(.attemptSucceeded(attempt, value))
+                onValue(value)
             })
+        let handle = startCallbackRetrier(
+            configuration: policy.configuration, on: queue, scheduler: scheduler, operation: operation,
+            strategy: policy.strategy(on: ContinuousClock.self), observer: observer,
+            completion: { result, _ in
+                // A repetition ends only with an error: every success pauses and starts the next trial.
+                if case .failure(let error) = result { completion(error) }
+            }, trials: trials)
+        return RetryHandle(runner: handle.runner)
     }
 
     /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.
@@ -164,19 +172,20 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
 
     /// Runs a trial in each `next()`. Nothing runs between two calls.
     ///
-    /// The same gate decides what happens when as for the completion-handler repetition:
-    /// it pauses after each success, and the next call ends that pause once the repeating delay has passed.
+    /// The one state machine decides what happens when, as for the completion-handler repetition: it pauses after each
+    /// success (the iterator keeps it, paused), and the next call waits out the rest of that pause, then goes on.
     public struct AsyncIterator: AsyncIteratorProtocol {
         let sequence: RepeatingRetrySequence
-        private let ledger = TrialLedger()
-        private let gate: AsyncPolicyGate
+        private let machine: AsyncTrialMachine
+        /// When the first call began: the run's times are measured from it.
         private var start: C.Instant?
-        private var lastSuccess: C.Instant?
-        private var ended = false
 
         init(sequence: RepeatingRetrySequence) {
             self.sequence = sequence
-            self.gate = AsyncPolicyGate(condition: sequence.repeating.policy.effectiveCondition, repeats: true)
+            let policy = sequence.repeating.policy
+            machine = AsyncTrialMachine(
+                policy.configuration, conditions: policy.effectiveCondition.map { _ in RetryConditionInbox() },
+                repeatDelay: sequence.repeating.delay)
         }
 
         /// Waits for the pause after the previous success, then runs a trial and returns its value.
@@ -185,42 +194,22 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
         /// - Throws: The error the policy gave up with, or ``RetryError``
         ///   (``RetryError/Reason-swift.enum/conditionEnded``); afterwards the sequence is ended.
         public mutating func next() async throws -> Value? {
-            if ended { return nil }
-            let clock = sequence.clock
-            let start = self.start ?? clock.now
+            if machine.isFinished { return nil }
+            let start = self.start ?? sequence.clock.now
             self.start = start
-            if let lastSuccess {
-                do {
-                    try await AsyncRetry.sleep(
-                        until: lastSuccess.advanced(by: sequence.repeating.delay), tolerance: sequence.tolerance,
-                        clock: clock)
-                } catch {
-                    return try end(.cancelled, error: AsyncRetry.sleepError(error), since: start)
-                }
+            // The condition is observed only during a call; its state as the call begins is fed first.
+            var observation: RetryConditionObservation?
+            if let condition = sequence.repeating.policy.effectiveCondition, let conditions = machine.conditions {
+                observation = conditions.observe(condition)
             }
-            if Task.isCancelled { return try end(.cancelled, error: CancellationError(), since: start) }
-            let (result, reason) = await sequence.repeating.policy.runTrials(
-                gate: gate, tolerance: sequence.tolerance, clock: clock, isolation: nil, operation: sequence.operation,
-                observer: sequence.observer, ledger: ledger)
-            switch result {
-            case .success(let value):
-                lastSuccess = clock.now
-                return value
-            case .failure(let error):
-                return try end(reason, error: error, since: start)
+            defer { observation?.cancel() }
+            do {
+                return try await sequence.repeating.policy.runTrials(
+                    of: machine, since: start, tolerance: sequence.tolerance, clock: sequence.clock, isolation: nil,
+                    operation: sequence.operation, observer: sequence.observer)
+            } catch is CancellationError {
+                return nil  // cancelled: the machine has emitted `finished`
             }
-        }
-
-        /// Ends the sequence: emits `finished`, then returns `nil` for a cancellation or throws `error`.
-        private mutating func end(_ reason: RetryError.Reason, error: any Error, since start: C.Instant) throws
-            -> Value?
-        {
-            ended = true
-            let summary = RetrySummary(
-                reason: reason, attempts: ledger.attempts, elapsed: start.duration(to: sequence.clock.now))
-            sequence.observer(.finished(summary, error: error))
-            if error is CancellationError { return nil }
-            throw error
         }
     }
 }

@@ -20,9 +20,10 @@ extension RetryPolicy {
     /// on `queue`, the completion runs exactly once, cancel stops the timer or the attempt (its cancel hook runs), and
     /// nothing is retained after the end.
     ///
-    /// With ``onlyWhen(_:)`` the run is a series of trials, one at a time, each such a retrier: a
-    /// trial starts when the condition is `true`, is cancelled when it turns `false` (its late result is ignored), and
-    /// a new trial starts afresh when it turns `true` again. The run ends with the first trial that succeeds or gives
+    /// With ``onlyWhen(_:)`` the run is a series of trials, one at a time, each a fresh start of such a retrier (in
+    /// the same runner: one handle, one completion): a trial starts when the condition is `true`, is cancelled when it
+    /// turns `false` (the attempt's cancel hook runs on the thread that changed the condition, and its late result is
+    /// ignored), and a new trial starts afresh when it turns `true` again. The run ends with the first trial that succeeds or gives
     /// up, with ``RetryError`` (``RetryError/Reason-swift.enum/conditionEnded``) if the condition ends while `false`,
     /// or with `CancellationError` when cancelled; the same guarantees hold. The observer sees each trial's events
     /// (attempt numbers restart at 1 with each trial) and one ``RetryEvent/finished(_:error:)`` at the end, whose
@@ -44,14 +45,15 @@ extension RetryPolicy {
         observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
         completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
     ) -> RetryHandle<Value> {
-        guard effectiveCondition != nil else {
+        guard let condition = effectiveCondition else {
             return retry(
                 configuration: configuration, on: queue, scheduler: scheduler, operation: operation,
                 strategy: strategy(on: ContinuousClock.self), observer: observer, completion: completion)
         }
-        return CallbackPolicyRun.start(
-            policy: self, repeatDelay: nil, queue: queue, scheduler: scheduler, operation: operation,
-            observer: observer, onValue: nil, deliver: { result, done in done(result) }, completion: completion)
+        return startCallbackRetrier(
+            configuration: configuration, on: queue, scheduler: scheduler, operation: operation,
+            strategy: strategy(on: ContinuousClock.self), observer: observer, completion: completion,
+            trials: CallbackTrials(condition: condition, repeatDelay: nil, succeeded: nil))
     }
 
     /// Runs an `async` operation with this policy from completion-handler code, calling `completion` with the result
