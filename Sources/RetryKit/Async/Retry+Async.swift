@@ -465,6 +465,7 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     /// The frame of `machine` (a run of trials' machine, say).
     init(machine: RetryStateMachine) {
         self.machine = machine
+        reportsTermination = true
     }
 
     /// Shows `action` to `observe` (with the termination, if it finishes) and returns the runner's step. Called with
