@@ -213,7 +213,9 @@ func runWithRetry<Value: Sendable, C: Clock>(
 ///   - isolation: The actor `operation`, `strategy` and `observer` run on; inherited from the caller.
 ///   - operation: Starts one attempt and calls its completion once with the result.
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
-///   - observer: Receives every event of the run. Ignores them by default.
+///   - observer: Receives every event of the run. (A call without one runs
+///     ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:)``, which
+///     builds no event at all.)
 /// - Returns: The value of the first attempt that succeeds.
 /// - Throws: See
 ///   ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``.
@@ -228,7 +230,7 @@ public func withRetry<Value: Sendable>(
     isolation: isolated (any Actor)? = #isolation,
     operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
     strategy: (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
-    observer: (RetryEvent<Value>) -> Void = { _ in }
+    observer: (RetryEvent<Value>) -> Void
 ) async throws -> Value {
     try await withRetry(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
