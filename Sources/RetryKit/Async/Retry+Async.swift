@@ -128,11 +128,12 @@ func runBudgetedAsyncRetry<R, E, C>(
 ///   awaits, so a task waiting in the basic `retry` needs no more task memory than a task sleeping on its own.
 /// - **observed** (``AsyncRetryFrameMachine``): `now` is the time since the call, and every action the machine takes
 ///   is shown to `observe` first (the events, the running attempt and its timeout, the error the strategy is asked
-///   about). Its machine may be a run of trials (policies with a condition, repeating policies): the loop then also
-///   waits for the condition (``AsyncRetryStep/awaitCondition``), races each attempt and each wait of a gated run
-///   against the condition's changes (``RetryConditionInbox``, fed to the machine as they come), carries out the
-///   machine's interruptions (``AsyncRetryStep/interrupted``), and returns a repeating run's value at each success
-///   (the machine, paused, stays with the caller for the next call).
+///   about). With an ``AsyncTrialMachine`` (a run of trials: a policy with a condition, a repeating policy) the loop
+///   also waits for the condition (``AsyncRetryStep/awaitCondition``), races each wait of a gated run against the
+///   condition's changes (``RetryConditionInbox``, each fed to the machine as it comes; the attempts race them in
+///   `runAttempt`), carries out the machine's interruptions (``AsyncRetryStep/interrupted``), and returns a repeating
+///   run's value at each success (the machine, paused, stays with the caller for the next call). The basic shape's
+///   machine runs no trials: that code is not in its specialization (`observed` is a constant).
 ///
 /// Cancellation is checked before the machine is asked for each attempt (here and after each wait), so that a
 /// cancelled task reports the attempts that really ran.

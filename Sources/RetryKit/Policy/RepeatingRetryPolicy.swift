@@ -204,7 +204,7 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
             }
             defer { observation?.cancel() }
             do {
-                return try await sequence.repeating.policy.runTrials(
+                return try await sequence.repeating.policy.runTrialMachine(
                     of: machine, since: start, tolerance: sequence.tolerance, clock: sequence.clock, isolation: nil,
                     operation: sequence.operation, observer: sequence.observer)
             } catch is CancellationError {

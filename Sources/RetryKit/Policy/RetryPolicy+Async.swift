@@ -15,7 +15,8 @@ extension RetryPolicy {
     /// attempt) until the condition is `true`, runs a trial (that retrier, each attempt in a child task), and abandons
     /// the trial when the condition turns `false`: a wait ends at once, a running attempt's task is cancelled and the
     /// run waits for it to return, then ignores its result (a value it still returns is not the result, as in the
-    /// completion-handler style). When the condition turns `true` again a new trial starts afresh.
+    /// completion-handler style) and reports it as ``RetryEvent/attemptFailed(_:error:next:)`` with `CancellationError`
+    /// and `next: .giveUp(.cancelled)`. When the condition turns `true` again a new trial starts afresh.
     /// If the condition ends while `false`, the run throws ``RetryError``
     /// (``RetryError/Reason-swift.enum/conditionEnded``) with the last attempt error. The observer sees each trial's
     /// events and one ``RetryEvent/finished(_:error:)`` at the end, whose summary counts the attempts of all trials.
@@ -48,7 +49,7 @@ extension RetryPolicy {
         let observation = conditions.observe(condition)
         defer { observation.cancel() }
         let machine = AsyncTrialMachine(configuration, conditions: conditions, repeatDelay: nil)
-        return try await runTrials(
+        return try await runTrialMachine(
             of: machine, since: clock.now, tolerance: tolerance, clock: clock, isolation: isolation,
             operation: operation, observer: observer)
     }
@@ -59,7 +60,7 @@ extension RetryPolicy {
     /// changes (``AsyncRetry/runAttempt(_:timeout:tolerance:clock:isolation:operation:conditions:conditionChanged:)``),
     /// each fed to the machine as it comes. Returns the value of a success: the end of the run, or, repeating, a pause
     /// that the next call with the same machine (and the same `start`) waits out.
-    func runTrials<Value: Sendable, C: Clock>(
+    func runTrialMachine<Value: Sendable, C: Clock>(
         of machine: AsyncTrialMachine, since start: C.Instant, tolerance: Duration?, clock: C,
         isolation: isolated (any Actor)?,
         operation: @escaping @Sendable (RetryAttempt) async throws -> Value,
