@@ -34,6 +34,8 @@ enum AsyncAttemptOutcome<Value: Sendable>: Sendable {
 ///   - strategy: Called in `isolation`, never while a lock is held.
 ///   - observer: Called in `isolation`, in event order.
 ///   - willStart: Called with each attempt before its `attemptStarted` event (the bridge prepares the attempt there).
+///   - reportsTermination: Whether the last events are emitted (`false` when `observer` ignores every event: the
+///     machine then builds no termination).
 @inlinable
 @inline(__always)
 func runObservedRetry<Value: Sendable, C: Clock>(
@@ -44,9 +46,10 @@ func runObservedRetry<Value: Sendable, C: Clock>(
     runAttempt: (_ attempt: RetryAttempt, _ timeout: Duration?) async -> AsyncAttemptOutcome<Value>,
     strategy: (any Error) -> RetryStrategy<C>,
     observer: (RetryEvent<Value>) -> Void,
-    willStart: (RetryAttempt) -> Void = { _ in }
+    willStart: (RetryAttempt) -> Void = { _ in },
+    reportsTermination: Bool = true
 ) async throws -> Value where C.Duration == Duration {
-    var machine = AsyncRetryFrameMachine(configuration)
+    var machine = AsyncRetryFrameMachine(configuration, reportsTermination: reportsTermination)
     // The run, given how to read the time since the call: one reading each below, so that a specialization keeps one.
     // The machine is passed in, and the run's variables are the generic run's own: a variable captured by a local
     // function is checked for exclusive access at run time (withRetry: +7% instructions).

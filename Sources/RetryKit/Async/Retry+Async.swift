@@ -453,15 +453,20 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
 @usableFromInline
 struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     @usableFromInline var machine: RetryStateMachine
+    /// Whether a finishing action is shown with the machine's termination; `false` when no one observes the events
+    /// (``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:)``).
+    @usableFromInline let reportsTermination: Bool
 
     @inlinable
-    init(_ configuration: consuming RetryConfiguration) {
+    init(_ configuration: consuming RetryConfiguration, reportsTermination: Bool = true) {
         machine = RetryStateMachine(configuration)
+        self.reportsTermination = reportsTermination
     }
 
     /// The frame of `machine` (a run of trials' machine, say).
     init(machine: RetryStateMachine) {
         self.machine = machine
+        reportsTermination = true
     }
 
     /// Shows `action` to `observe` (with the termination, if it finishes) and returns the runner's step. Called with
@@ -471,7 +476,11 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     func step(_ action: consuming RetryStateMachine.Action, _ observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
-        if case .finish = action { observe(action, machine.termination) } else { observe(action, nil) }
+        if case .finish = action, reportsTermination {
+            observe(action, machine.termination)
+        } else {
+            observe(action, nil)
+        }
         return AsyncRetryStep(action, finalError: machine.finalError)
     }
 
@@ -485,7 +494,11 @@ struct AsyncRetryFrameMachine: AsyncRetryMachineHolder {
     @inlinable @inline(__always)
     mutating func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver) {
         let action = machine.attemptSucceededRefunding(number, at: now)  // deposits a budget's refund
-        if case .finish = action { observe(action, machine.termination) } else { observe(action, nil) }
+        if case .finish = action, reportsTermination {
+            observe(action, machine.termination)
+        } else {
+            observe(action, nil)
+        }
     }
 
     @inlinable @inline(__always)

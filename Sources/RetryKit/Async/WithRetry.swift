@@ -61,7 +61,9 @@
 ///   - isolation: The actor `operation`, `strategy` and `observer` run on; inherited from the caller.
 ///   - operation: Starts one attempt and calls its completion once with the result.
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
-///   - observer: Receives every event of the run, in the caller's isolation. Ignores them by default.
+///   - observer: Receives every event of the run, in the caller's isolation. Ignores them by default. (On a
+///     `ContinuousClock`, a call without `observer` runs an overload that builds no event at all:
+///     ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:)``.)
 /// - Returns: The value of the first attempt that succeeds.
 /// - Throws: The operation's own last error (attempts exhausted, or ``RetryStrategy/stop``), `CancellationError`,
 ///   ``RetryError`` (deadline exceeded, invalid configuration, or ``RetryError/Reason-swift.enum/missingResult`` as
@@ -80,6 +82,43 @@ public func withRetry<Value: Sendable, C: Clock>(
     operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
     strategy: (any Error) -> RetryStrategy<C> = { _ in .backoff(.none) },
     observer: (RetryEvent<Value>) -> Void = { _ in }
+) async throws -> Value where C.Duration == Duration {
+    try await runWithRetry(
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
+        tolerance: tolerance, clock: clock, isolation: isolation, operation: operation, strategy: strategy,
+        observer: observer, observed: true)
+}
+
+/// Retries a completion-handler operation from async code, measuring time on a `ContinuousClock`, without observing
+/// its events: a call without `observer` runs this overload.
+///
+/// The same as the overload with an `observer` that ignores every event
+/// (``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:observer:)``),
+/// whose parameters, result and errors it shares, except that it builds no event at all, so that a call costs less.
+@inlinable
+@inline(__always)
+public func withRetry<Value: Sendable>(
+    maxAttempts: Int = 3, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil,
+    tolerance: Duration? = nil, isolation: isolated (any Actor)? = #isolation,
+    operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) }
+) async throws -> Value {
+    try await runWithRetry(
+        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
+        tolerance: tolerance, clock: ContinuousClock(), isolation: isolation, operation: operation, strategy: strategy,
+        observer: { _ in }, observed: false)
+}
+
+/// Every ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
+/// overload; `observed` is `false` when `observer` ignores every event: then the duplicate completions are not
+/// collected for it and the machine builds no termination for the last events.
+@inlinable
+@inline(__always)
+func runWithRetry<Value: Sendable, C: Clock>(
+    maxAttempts: Int, totalTimeout: Duration?, attemptTimeout: Duration?, budget: RetryBudget?, tolerance: Duration?,
+    clock: C, isolation: isolated (any Actor)?,
+    operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: (any Error) -> RetryStrategy<C>, observer: (RetryEvent<Value>) -> Void, observed: Bool
 ) async throws -> Value where C.Duration == Duration {
     // Inlined into the caller (with the runner), so that it runs specialized for `Value` and `C`; the attempts go
     // through one non-generic `RetryBridge` per call.
@@ -101,19 +140,30 @@ public func withRetry<Value: Sendable, C: Clock>(
         tolerance: tolerance, clock: clock, isolation: isolation,
         runAttempt: { attempt, timeout in
             // Only an attempt with a timeout reads the clock, as it starts (its deadline); one branch each, so that
-            // an attempt without one has no `C.Instant?` to copy and destroy.
+            // an attempt without one has no `C.Instant?` at all unless it waits.
             if let timeout {
+                let deadline = clock.now.advanced(by: timeout)
                 return await runBridgedAttempt(
-                    attempt, deadline: clock.now.advanced(by: timeout), bridge: bridge, startedSink: &startedSink,
-                    settled: &settled, tolerance: tolerance, clock: clock, isolation: isolation, operation: operation)
+                    attempt, timed: true, bridge: bridge, startedSink: &startedSink, settled: &settled,
+                    isolation: isolation, operation: operation,
+                    wait: {
+                        await waitForBridgedAttempt(
+                            bridge, attempt.number, deadline: deadline, tolerance: tolerance, clock: clock,
+                            isolation: isolation)
+                    })
             }
             return await runBridgedAttempt(
-                attempt, deadline: nil, bridge: bridge, startedSink: &startedSink, settled: &settled,
-                tolerance: tolerance, clock: clock, isolation: isolation, operation: operation)
+                attempt, timed: false, bridge: bridge, startedSink: &startedSink, settled: &settled,
+                isolation: isolation, operation: operation,
+                wait: {
+                    await waitForBridgedAttempt(
+                        bridge, attempt.number, deadline: nil as C.Instant?, tolerance: tolerance, clock: clock,
+                        isolation: isolation)
+                })
         },
         strategy: strategy,
         observer: { event in
-            if case .finished = event {
+            if observed, case .finished = event {
                 for attempt in settled.duplicates {
                     observer(.duplicateCompletion(attempt))
                 }
@@ -126,6 +176,7 @@ public func withRetry<Value: Sendable, C: Clock>(
             observer(event)
         },
         willStart: { attempt in
+            guard observed else { return }  // the attempt's sink is made as it runs, without the duplicates
             let started = bridge.begin(attempt.number, timed: timed)
             startedSink = started.sink
             for attempt in settled.duplicates {
@@ -135,7 +186,8 @@ public func withRetry<Value: Sendable, C: Clock>(
             for attempt in started.duplicates {
                 observer(.duplicateCompletion(attempt))
             }
-        })
+        },
+        reportsTermination: observed)
 }
 
 /// Retries a completion-handler operation from async code, measuring time on a `ContinuousClock`.
@@ -161,7 +213,9 @@ public func withRetry<Value: Sendable, C: Clock>(
 ///   - isolation: The actor `operation`, `strategy` and `observer` run on; inherited from the caller.
 ///   - operation: Starts one attempt and calls its completion once with the result.
 ///   - strategy: What to do after a failed attempt that still has attempts left. `.backoff(.none)` by default.
-///   - observer: Receives every event of the run. Ignores them by default.
+///   - observer: Receives every event of the run. (A call without one runs
+///     ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:)``, which
+///     builds no event at all.)
 /// - Returns: The value of the first attempt that succeeds.
 /// - Throws: See
 ///   ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``.
@@ -176,7 +230,7 @@ public func withRetry<Value: Sendable>(
     isolation: isolated (any Actor)? = #isolation,
     operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
     strategy: (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
-    observer: (RetryEvent<Value>) -> Void = { _ in }
+    observer: (RetryEvent<Value>) -> Void
 ) async throws -> Value {
     try await withRetry(
         maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
@@ -185,22 +239,26 @@ public func withRetry<Value: Sendable>(
 }
 
 /// Runs `attempt` of a ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
-/// call on `bridge` and waits for it to end; `deadline` is when it times out, if it has a timeout. `settled` receives
-/// the duplicate completions taken with the outcome if the attempt ended while its operation ran (`ended`).
+/// call on `bridge` and waits for it to end, with `wait` if it has not ended once its operation has returned; `timed`
+/// if it has a timeout. `settled` receives the duplicate completions taken with the outcome if the attempt ended while
+/// its operation ran (`ended`).
+///
+/// (`wait` holds the attempt's deadline, if it has one: a `C.Instant?` is a resilient type for a `ContinuousClock`, which
+/// every copy, test and destroy goes through value witnesses for, so an attempt that does not wait has none at all.)
 @inlinable
 @inline(__always)
-func runBridgedAttempt<Value: Sendable, C: Clock>(
-    _ attempt: RetryAttempt, deadline: C.Instant?, bridge: RetryBridge, startedSink: inout (any AttemptSink)?,
-    settled: inout (duplicates: [RetryAttempt], ended: Bool),
-    tolerance: Duration?, clock: C, isolation: isolated (any Actor)?,
-    operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void
-) async -> AsyncAttemptOutcome<Value> where C.Duration == Duration {
+func runBridgedAttempt<Value: Sendable>(
+    _ attempt: RetryAttempt, timed: Bool, bridge: RetryBridge, startedSink: inout (any AttemptSink)?,
+    settled: inout (duplicates: [RetryAttempt], ended: Bool), isolation: isolated (any Actor)?,
+    operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    wait: () async -> BridgeOutcome
+) async -> AsyncAttemptOutcome<Value> {
     // The sink is held by the completion alone (no local keeps it): when the operation lets go of every copy
     // uncalled, the attempt fails at once (see `BridgeCompletionToken`).
     operation(
         attempt,
         AttemptCompletion(
-            sink: startedSink.take() ?? bridge.begin(attempt.number, timed: deadline != nil).sink,
+            sink: startedSink.take() ?? bridge.begin(attempt.number, timed: timed).sink,
             attempt: attempt))
     // No wait at all for an attempt that has already ended (completed synchronously), and no timer and no
     // cancellation handler: a cancellation that arrived while the operation was starting the attempt is
@@ -213,9 +271,7 @@ func runBridgedAttempt<Value: Sendable, C: Clock>(
         outcome = ended
     } else {
         settled.ended = false
-        outcome = await waitForBridgedAttempt(
-            bridge, attempt.number, deadline: deadline, tolerance: tolerance, clock: clock,
-            isolation: isolation)
+        outcome = await wait()
     }
     switch outcome {
     case .success:

@@ -292,6 +292,34 @@ struct WithRetryTests {
         #expect(clock.now == .zero.advanced(by: .seconds(3)))
     }
 
+    @Test("Without an observer (the overload that builds no events), the same outcomes as with one")
+    func withoutObserver() async throws {
+        // Attempt 1 fails and calls `done` twice, attempt 2 releases `done` uncalled, attempt 3 succeeds.
+        @Sendable func operation(_ attempt: RetryAttempt, _ done: AttemptCompletion<Int>) {
+            switch attempt.number {
+            case 1:
+                done(.failure(AsyncTestError(id: 1)))
+                done(.failure(AsyncTestError(id: 9)))
+            case 2: break
+            default: done(.success(attempt.number))
+            }
+        }
+        // On a `ContinuousClock` (no delays here): the overload without `observer` is the one that builds no events.
+        let plain = try await withRetry(maxAttempts: 3, operation: operation)
+        let observed = try await withRetry(maxAttempts: 3, operation: operation, observer: { _ in })
+        #expect(plain == 3)
+        #expect(observed == 3)
+        // Given up on attempt 2: its released completion is the error, with or without an observer.
+        let released = await #expect(throws: RetryError.self) {
+            try await withRetry(maxAttempts: 2, operation: operation)
+        }
+        let releasedObserved = await #expect(throws: RetryError.self) {
+            try await withRetry(maxAttempts: 2, operation: operation, observer: { _ in })
+        }
+        #expect(released?.reason == .completionReleased)
+        #expect(releasedObserved?.reason == .completionReleased)
+    }
+
     @Test("A duplicate completion is reported to the observer and changes nothing else")
     func duplicateCompletion() async throws {
         let events = AsyncLog<String>()
