@@ -51,8 +51,10 @@ final class AsyncTrialMachine: AsyncRetryMachineHolder {
     @usableFromInline
     func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver) {
         let action = frame.machine.attemptSucceededRefunding(number, at: now)
+        // Shown, not turned into a step: the runner returns the value either way (a step for `repeatAfter` would be an
+        // error made for nothing).
         if case .repeatAfter(let delay, _) = action { pauseEnd = now + delay }
-        _ = frame.step(action, observe)
+        if case .finish = action { observe(action, frame.machine.termination) } else { observe(action, nil) }
     }
 
     @usableFromInline
