@@ -236,6 +236,14 @@ package struct RetryStateMachine: Sendable {
         var attemptsBefore = 0
     }
 
+    /// The duplicate completions reported with ``RetryStateMachine/duplicateCompleted(_:)`` and not yet taken for an
+    /// event, in order, each with its sequence number, and the sequence number of the last one. Out of line (one word
+    /// in the machine, which every waiting retrier keeps): a duplicate completion is rare. Replaced, never mutated in
+    /// place.
+    private indirect enum DuplicateBox: Sendable {
+        case log(pending: [(sequence: UInt64, attempt: RetryAttempt)], last: UInt64)
+    }
+
     /// ``TrialState`` out of line, so that a machine that runs no trials (almost all of them) stays one word larger
     /// than without it. Replaced, never mutated in place (it changes a few times per trial at most).
     fileprivate indirect enum TrialBox: Sendable {
@@ -315,11 +323,8 @@ package struct RetryStateMachine: Sendable {
     private var lastError: (any Error)?
     /// What the budget charged for the retry that led to the current attempt (`nil` for the first attempt).
     private var budgetPaid: Int?
-    /// Duplicate completions reported with ``duplicateCompleted(_:)`` and not yet taken for an event, in order, each
-    /// with its sequence number.
-    private var duplicates: [(sequence: UInt64, attempt: RetryAttempt)] = []
-    /// The sequence number of the last duplicate completion.
-    private var duplicateSequence: UInt64 = 0
+    /// The duplicate completions (``duplicateCompleted(_:)``); `nil` until the first one (almost always).
+    private var duplicateBox: DuplicateBox?
     /// A run of trials' state; `nil` for a plain retrier.
     private var trialBox: TrialBox?
 
@@ -651,25 +656,32 @@ package struct RetryStateMachine: Sendable {
     ///   (nothing observes it any more).
     package mutating func duplicateCompleted(_ attempt: RetryAttempt) -> UInt64? {
         if isFinished { return nil }
-        duplicateSequence &+= 1
-        duplicates.append((duplicateSequence, attempt))
-        return duplicateSequence
+        var (pending, last) = duplicateLog
+        last &+= 1
+        pending.append((last, attempt))
+        duplicateBox = .log(pending: pending, last: last)
+        return last
     }
 
     /// Whether duplicate completions wait to be reported.
-    package var hasDuplicates: Bool { !duplicates.isEmpty }
+    package var hasDuplicates: Bool {
+        guard case .log(let pending, _)? = duplicateBox else { return false }
+        return !pending.isEmpty
+    }
 
     /// Takes the duplicate completions not reported yet, in order: all of them (for the event about to be emitted), or
     /// those up to `sequence` (later ones belong after events that are still on their way to the runner's queue).
     package mutating func takeDuplicates(through sequence: UInt64? = nil) -> [RetryAttempt] {
-        if duplicates.isEmpty { return [] }
-        guard let sequence else {
-            defer { duplicates = [] }
-            return duplicates.map(\.attempt)
-        }
-        let due = duplicates.prefix { $0.sequence <= sequence }
-        duplicates.removeFirst(due.count)
+        guard case .log(let pending, let last)? = duplicateBox, !pending.isEmpty else { return [] }
+        let due = sequence.map { sequence in pending.prefix { $0.sequence <= sequence } } ?? pending[...]
+        duplicateBox = .log(pending: Array(pending.dropFirst(due.count)), last: last)
         return due.map(\.attempt)
+    }
+
+    /// The duplicate completions not taken yet and the last sequence number (none and 0 before the first).
+    private var duplicateLog: (pending: [(sequence: UInt64, attempt: RetryAttempt)], last: UInt64) {
+        guard case .log(let pending, let last)? = duplicateBox else { return ([], 0) }
+        return (pending, last)
     }
 
     // MARK: - Transitions
