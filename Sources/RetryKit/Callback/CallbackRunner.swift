@@ -133,7 +133,7 @@ package struct CallbackRunnerState {
     @inline(__always)
     func isCurrent(_ record: CallbackAttempt) -> Bool {
         guard machine.currentAttempt == record.number else { return false }
-        return record.generation == 0 || phase.isCurrent(generation: record.generation)  // 0: a plain retrier's
+        return record.generation == 0 || machine.currentTrial == record.generation  // 0: a plain retrier's
     }
 
     /// A run of trials' own state, until the retrier finishes; `nil` for a plain retrier.
@@ -182,14 +182,6 @@ typealias CallbackWaiter = CheckedContinuation<ErasedValue, any Error>
 /// Where a retrier is in its life. Tasks awaiting ``RetryHandle/value`` are kept until the completion has run, then
 /// each is resumed exactly once, outside the lock.
 enum CallbackPhase {
-    /// Whether `generation` is the current trial's (see ``CallbackTrials/generation``). Out of line: only runs of
-    /// trials ask.
-    @inline(never)
-    func isCurrent(generation: UInt32) -> Bool {
-        guard case .running(_, let trials?) = self else { return false }
-        return trials.generation == generation
-    }
-
     /// Not finished: `client` is the user's. A run of trials keeps its own state here (not in the client, which is
     /// copied for every input, nor in a field of its own, which every plain retrier would carry); the `.finish` step
     /// takes it out, so that it is released after unlocking.
@@ -246,7 +238,7 @@ enum CallbackStep: Sendable {
 /// What to do after an input that only a run of trials takes (see ``CallbackStep/trial(_:)``).
 enum CallbackTrialStep: Sendable {
     /// ``CallbackStep/run(_:timeout:timer:)`` in a run of trials: the attempt's record is of trial `generation` (see
-    /// ``CallbackTrials/generation``).
+    /// ``RetryStateMachine/currentTrial``).
     case run(RetryAttempt, timeout: Duration?, generation: UInt32, timer: PendingTimer?)
     /// A trial was interrupted (its attempt in flight or its wait already cancelled): emit
     /// `attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled))` if an attempt was, then report
@@ -802,7 +794,6 @@ package struct CallbackRunner: @unchecked Sendable {
     ) -> CallbackStep {
         if let hook = s.hook.take() { effects.hook = hook }
         if let timer = s.timer.take() { effects.stopped = timer }
-        if let trials = s.trials { trials.generation = trials.generation == .max ? 1 : trials.generation + 1 }
         return .trial(.interrupted(attempt))
     }
 
@@ -821,7 +812,7 @@ package struct CallbackRunner: @unchecked Sendable {
     private func trialRun(
         _ attempt: RetryAttempt, timeout: Duration?, timer: PendingTimer?, _ s: inout CallbackRunnerState
     ) -> CallbackStep {
-        .trial(.run(attempt, timeout: timeout, generation: s.trials?.generation ?? 1, timer: timer))
+        .trial(.run(attempt, timeout: timeout, generation: s.machine.currentTrial, timer: timer))
     }
 
     /// ``RetryStateMachine/Action/repeatAfter(_:succeeded:)``: the pause's timer, kept in the state already.
@@ -896,7 +887,7 @@ package struct CallbackRunner: @unchecked Sendable {
         if let timer, let timeout { arm(timer, after: timeout) }
         var record = spare.take() ?? CallbackAttempt(runner: self)
         record.begin(attempt, generation: generation)
-        // The observer (or the scheduler, or a condition: a run of trials, whose generations start at 1) may have
+        // The observer (or the scheduler, or a condition: a run of trials, whose trials are numbered from 1) may have
         // ended the attempt meanwhile: then its operation does not run. Without any of them, nothing ran since the
         // transition, and a concurrent cancel is a race anyway.
         if !(client.observe != nil || timer != nil || generation != 0) || isCurrent(record) {
@@ -1088,7 +1079,7 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     @exclusivity(unchecked) var state = State.pending
     /// The runner is calling the operation: a result that arrives now is kept in `early` for when it returns.
     @exclusivity(unchecked) var calling = false
-    /// The trial the attempt belongs to (``CallbackTrials/generation``; 0 for a plain retrier). Placed where it fills
+    /// The trial the attempt belongs to (``RetryStateMachine/currentTrial``; 0 for a plain retrier). Placed where it fills
     /// padding: the record is no larger for it.
     @exclusivity(unchecked) private(set) var generation: UInt32 = 0
     /// A result that arrived while the operation was being called.

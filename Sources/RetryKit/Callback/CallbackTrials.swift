@@ -1,6 +1,6 @@
 /// What a run of trials (a policy gated by ``RetryPolicy/onlyWhen(_:)``, or repeating with
 /// ``RetryPolicy/repeating(withDelay:)``) adds to a completion-handler retrier: the condition it observes, the typed
-/// handler of a repeating run's successes, and the little state carrying out ``RetryStateMachine``'s trial actions
+/// handler of a repeating run's successes, and the registration with the condition that carrying out ``RetryStateMachine``'s trial actions
 /// needs. The machine decides everything (when a trial starts, is interrupted, pauses, how the run ends); this only
 /// holds what its actions are carried out with.
 ///
@@ -9,8 +9,7 @@
 /// cancelled then (in `deliver`), so that the condition keeps nothing of the run.
 @usableFromInline
 final class CallbackTrials: @unchecked Sendable {
-    // @unchecked Sendable: the `let`s are immutable; `observation` and `generation` are only accessed while the
-    // runner's lock is held.
+    // @unchecked Sendable: the `let`s are immutable; `observation` is only accessed while the runner's lock is held.
 
     /// The machine's view of the run: gated or not, and the pause after each success.
     let trials: RetryStateMachine.Trials
@@ -21,10 +20,6 @@ final class CallbackTrials: @unchecked Sendable {
     let succeeded: (@Sendable (RetryAttempt, ErasedValue) -> Void)?
     /// The registration with ``condition``, from the runner's start until it finishes. Under the runner's lock.
     var observation: RetryConditionObservation?
-    /// How many trials were interrupted, plus 1 (a plain retrier's attempts are of generation 0): every attempt's
-    /// record keeps the value it started with, so that an interrupted attempt stays stale after a later trial starts
-    /// an attempt of the same number. Under the runner's lock.
-    var generation: UInt32 = 1
 
     /// A run of trials gated by `condition` (if any), pausing `repeatDelay` after each success (if repeating).
     @usableFromInline

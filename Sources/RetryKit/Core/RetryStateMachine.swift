@@ -234,6 +234,9 @@ package struct RetryStateMachine: Sendable {
         var origin: Duration = .zero
         /// The attempts of the trials before the current one.
         var attemptsBefore = 0
+        /// The current trial's number, from 1 (wrapping back to 1 after `UInt32.max`): see
+        /// ``RetryStateMachine/currentTrial``.
+        var number: UInt32 = 0
     }
 
     /// The duplicate completions reported with ``RetryStateMachine/duplicateCompleted(_:)`` and not yet taken for an
@@ -438,6 +441,13 @@ package struct RetryStateMachine: Sendable {
         }
     }
 
+    /// The number of the current trial of a run of trials, from 1; 0 for a plain retrier. Attempts are numbered from 1 in
+    /// every trial: a runner that must tell a late result of an interrupted trial's attempt from one of a later trial's
+    /// attempt of the same number keeps this beside the attempt's number.
+    package var currentTrial: UInt32 {
+        trialBox.isNone ? 0 : trialBox.trialNumber
+    }
+
     /// The number of the attempt currently running, if one is.
     package var currentAttempt: Int? {
         if case .attempting(let attempt) = state { return attempt.number }
@@ -640,6 +650,7 @@ package struct RetryStateMachine: Sendable {
         let (sum, overflow) = trial.attemptsBefore.addingReportingOverflow(attemptsRun)
         trial.attemptsBefore = overflow ? .max : sum
         trial.origin = now
+        trial.number = trial.number == .max ? 1 : trial.number + 1
         trialState = trial
         attemptsRun = 0
         previousDelay = nil
@@ -760,6 +771,13 @@ extension Optional where Wrapped == RetryStateMachine.TrialBox {
     fileprivate var origin: Duration {
         guard case .state(let trial)? = self else { return .zero }
         return trial.origin
+    }
+
+    /// The current trial's number; 0 for a plain retrier. Out of line, like ``origin``.
+    @inline(never)
+    fileprivate var trialNumber: UInt32 {
+        guard case .state(let trial)? = self else { return 0 }
+        return trial.number
     }
 }
 

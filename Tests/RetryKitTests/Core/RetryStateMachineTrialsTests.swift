@@ -154,6 +154,27 @@ struct RetryStateMachineTrialsTests {
         #expect(ended.termination?.summary.attempts == 1)
     }
 
+    @Test func eachTrialHasANumberAPlainRetrierNone() {
+        var plain = RetryStateMachine(RetryConfiguration(maxAttempts: 3))
+        _ = plain.start(at: .zero)
+        #expect(plain.currentTrial == 0)
+
+        var machine = gated(repeatDelay: .seconds(1))
+        _ = machine.start(at: .zero, condition: snapshot(false, version: 0))
+        #expect(machine.currentTrial == 0, "no trial before the condition opens")
+        _ = machine.conditionChanged(snapshot(true, version: 1), at: .seconds(1))
+        #expect(machine.currentTrial == 1)
+        _ = machine.conditionChanged(snapshot(false, version: 2), at: .seconds(2))
+        _ = machine.interrupted(at: .seconds(2))
+        #expect(machine.currentTrial == 1, "an interruption starts no trial")
+        _ = machine.conditionChanged(snapshot(true, version: 3), at: .seconds(3))
+        #expect(machine.currentTrial == 2)
+        _ = machine.attemptSucceeded(1, at: .seconds(3))
+        _ = machine.waitElapsed(at: .seconds(4))
+        #expect(machine.currentTrial == 3, "a repetition is a new trial")
+        #expect(machine.currentAttempt == 1)
+    }
+
     @Test func staleSnapshotsAndAnEndWhileOpenChangeNothing() {
         var machine = gated()
         _ = machine.start(at: .zero, condition: snapshot(true, version: 5))
