@@ -88,7 +88,7 @@ public func retry<R, E, C>(
     }
     return try await runAsyncRetry(
         machine: &machine, observed: false,
-        tolerance: tolerance, clock: clock, isolation: isolation, now: { .zero },
+        tolerance: tolerance, clock: clock, isolation: isolation, now: { DelayMath.zero },
         runAttempt: { (_: Int) async throws(E) -> sending R in try await operation() },
         strategy: strategy, observe: { _, _ in })
 }
@@ -163,7 +163,7 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
     strategy: (E) -> RetryStrategy<C>,
     observe: RetryStateMachine.ActionObserver
 ) async throws -> sending R where C: Clock, E: Error {
-    var step = machine.begin(cancelled: Task.isCancelled, at: .zero, now: now, observe: observe)  // zero at the call
+    var step = machine.begin(cancelled: Task.isCancelled, at: DelayMath.zero, now: now, observe: observe)  // the call
     var failure: E?
     // A clock whose duration is not `Swift.Duration`: the wait the strategy asked for, in the clock's own unit (the
     // machine was told to retry with no delay of its own). Always `nil` for a `Swift.Duration` clock.
@@ -582,13 +582,18 @@ final class AsyncRetryMachine {
     ///
     /// A configuration the machine accepts (``RetryConfiguration/problem`` is `nil`) and that has no timeout, as
     /// every configuration of this overload, always starts with attempt 1, without a timer (``RetryStateMachine``'s
-    /// `start`; its tests pin it): that answer needs no machine to be built and dropped. Any other start (an invalid
-    /// configuration, a cancelled task) is the machine's.
-    @usableFromInline
+    /// `start`; its tests pin it): that answer needs no machine to be built and dropped (nor a configuration), so it
+    /// is given inline. Any other start (an invalid configuration, a cancelled task) is the machine's, out of line.
+    @inlinable @inline(__always)
     static func firstStep(maxAttempts: Int, budget: RetryBudget?, cancelled: Bool) -> AsyncRetryStep {
-        let configuration = RetryConfiguration(maxAttempts: maxAttempts, budget: budget)
-        if !cancelled && configuration.problem == nil { return .run(1) }
-        var machine = RetryStateMachine(configuration)
+        if !cancelled && RetryConfiguration.accepts(maxAttempts: maxAttempts) { return .run(1) }
+        return machineStart(maxAttempts: maxAttempts, budget: budget, cancelled: cancelled)
+    }
+
+    /// The machine's first step for a start that does not run attempt 1 at once (see ``firstStep``).
+    @usableFromInline
+    static func machineStart(maxAttempts: Int, budget: RetryBudget?, cancelled: Bool) -> AsyncRetryStep {
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: maxAttempts, budget: budget))
         let action = cancelled ? machine.cancel(at: .zero) : machine.start(at: .zero)
         return AsyncRetryStep(action, finalError: machine.finalError)
     }
@@ -599,7 +604,7 @@ final class AsyncRetryMachine {
     @usableFromInline
     static func started(maxAttempts: Int, budget: RetryBudget?) -> AsyncRetryMachine {
         let started = AsyncRetryMachine(maxAttempts: maxAttempts, budget: budget)
-        _ = started.machine.start(at: .zero)
+        _ = started.machine.start(at: DelayMath.zero)
         return started
     }
 
@@ -626,7 +631,7 @@ final class AsyncRetryMachine {
     @usableFromInline
     func decided(_ decision: RetryDecision, waitsOnClock: Bool, cancelled: Bool, at now: Duration) -> AsyncRetryStep {
         let action = machine.decidePaying(decision, at: now)  // a budget's withdrawal, if asked for, is paid here
-        if !waitsOnClock, case .retry(let delay, _, _) = action, delay == .zero {
+        if !waitsOnClock, case .retry(let delay, _, _) = action, DelayMath.isZero(delay) {
             return waited(cancelled: cancelled, at: now)
         }
         return AsyncRetryStep(action, finalError: machine.finalError)
@@ -710,7 +715,7 @@ enum AsyncRetry {
     @inlinable
     static func wait<D: DurationProtocol>(_ delay: Duration, orClockWait pending: D?) throws -> D? {
         if let pending { return pending }
-        guard delay > .zero else { return nil }
+        guard DelayMath.isPositive(delay) else { return nil }
         guard let converted = delay as? D else { throw inconsistency() }  // only a `Swift.Duration` clock gets here
         return converted
     }

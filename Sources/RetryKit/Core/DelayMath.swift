@@ -2,6 +2,7 @@
 ///
 /// Every value leaving this file lies in `[0, limit]`: NaN becomes 0, negative values become 0, and positive
 /// infinity or anything above the limit becomes the limit. Nothing here can trap.
+@usableFromInline
 package enum DelayMath {
     /// The largest delay the core ever produces, in seconds (10⁹ s, about 31.7 years).
     ///
@@ -46,19 +47,52 @@ package enum DelayMath {
             secondsComponent: parts.seconds, attosecondsComponent: parts.attoseconds / 1_000_000_000 * 1_000_000_000)
     }
 
-    /// The bound every duration RetryKit waits for lies in: ``limitSeconds`` as a `Duration`.
-    static let limit = Duration.seconds(Int64(limitSeconds))
+    /// The bound every duration RetryKit waits for lies in: ``limitSeconds`` as a `Duration` (a constant once
+    /// inlined: no lazily initialized global to check on every use).
+    @inlinable
+    package static var limit: Duration { .seconds(1_000_000_000 as Int64) }
 
     /// `d` clamped to `[0, limit]` without a detour through `Double` when it is already in range.
-    static func clamp(_ d: Duration) -> Duration {
-        if d <= .zero { return .zero }
-        return d < limit ? d : limit
+    @inlinable
+    package static func clamp(_ d: Duration) -> Duration {
+        if !isPositive(d) { return zero }
+        return isLess(d, than: limit) ? d : limit
     }
 
     /// `d` with its upper end clamped to `limit`; negative values stay as they are (so that a configuration check can
     /// still reject them).
-    static func bounded(_ d: Duration) -> Duration {
-        d < limit ? d : limit
+    @inlinable
+    package static func bounded(_ d: Duration) -> Duration {
+        isLess(d, than: limit) ? d : limit
+    }
+}
+
+// MARK: - Comparisons without a call
+
+/// The hot paths of the runners (several per attempt) ask whether a delay is zero, positive or in range.
+/// `Duration.zero`, `==` and `<` are calls into the standard library (they are not inlinable); these read the two
+/// halves of the 128-bit count of attoseconds that `Duration` (a frozen struct) exposes, and give the same answers.
+extension DelayMath {
+    /// `Duration.zero`, built in place.
+    @inlinable
+    package static var zero: Duration { Duration(_high: 0, low: 0) }
+
+    /// Whether `d == .zero`.
+    @inlinable
+    package static func isZero(_ d: Duration) -> Bool {
+        d._high == 0 && d._low == 0
+    }
+
+    /// Whether `d > .zero`.
+    @inlinable
+    package static func isPositive(_ d: Duration) -> Bool {
+        d._high > 0 || (d._high == 0 && d._low != 0)
+    }
+
+    /// Whether `a < b`.
+    @inlinable
+    package static func isLess(_ a: Duration, than b: Duration) -> Bool {
+        a._high < b._high || (a._high == b._high && a._low < b._low)
     }
 }
 

@@ -43,11 +43,15 @@ package struct RetryConfiguration: Sendable {
 
     /// A description of what is wrong, or `nil` if the configuration can run.
     package var problem: String? {
-        if maxAttempts < 1 { return "maxAttempts must be at least 1 (got \(maxAttempts))" }
+        if !Self.accepts(maxAttempts: maxAttempts) { return "maxAttempts must be at least 1 (got \(maxAttempts))" }
         if let t = totalTimeout, t < .zero { return "the total timeout must not be negative (got \(t))" }
         if let t = attemptTimeout, t <= .zero { return "the per-attempt timeout must be positive (got \(t))" }
         return nil
     }
+
+    /// Whether ``problem`` accepts `maxAttempts`: all it checks in a configuration without timeouts.
+    @inlinable
+    package static func accepts(maxAttempts: Int) -> Bool { maxAttempts >= 1 }
 }
 
 /// The state a failed attempt leaves for the strategy: the only input a strategy's delay needs.

@@ -83,7 +83,7 @@ extension RetryStrategy {
         case .backoff(let backoff):
             switch backoff.storage {
             case .curve(.none, _):
-                return (.retry(after: .zero), nil)
+                return (.retry(after: DelayMath.zero), nil)  // `Duration.zero` would be a call
             case .curve(let curve, let cap):
                 let delay = curve.delay(forRetry: context.retryIndex, previous: context.previousDelay, cap: cap)
                 return (.retry(after: delay), nil)
