@@ -379,7 +379,13 @@ extension AsyncRetryMachineHolder {
 /// observable, so `observe` is ignored (and `now` is a constant zero, unless the call has a budget).
 @usableFromInline
 struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
-    @usableFromInline var machine: AsyncRetryMachine?
+    /// Keeps the machine alive from the first failure on, for as long as the call runs (this holder lives in the frame
+    /// of `retry` until it returns).
+    @usableFromInline var owner: AsyncRetryMachine?
+    /// The same machine, for the calls into it: an unmanaged reference costs no retain and release around each call,
+    /// which a strong one stored in the async frame does (the optimizer cannot tell that the call leaves the frame's
+    /// reference alone). Every call happens while ``owner`` keeps the machine.
+    @usableFromInline var machine: Unmanaged<AsyncRetryMachine>?
     @usableFromInline let maxAttempts: Int
     @usableFromInline let budget: RetryBudget?
 
@@ -401,7 +407,7 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
         // Without a budget nothing reads the machine after a success: it is not told, and simply dropped. With one,
         // the success refunds the budget (the machine says how much).
         if let budget {
-            AsyncRetryMachine.succeeded(number, machine, maxAttempts: maxAttempts, budget: budget, at: now)
+            AsyncRetryMachine.succeeded(number, owner, maxAttempts: maxAttempts, budget: budget, at: now)
         }
     }
 
@@ -410,9 +416,14 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
         _ number: Int, _ error: any Error, cancelled: Bool, at now: Duration,
         observe _: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
-        let started = machine ?? AsyncRetryMachine.started(maxAttempts: maxAttempts, budget: budget)
-        machine = started
-        return started.failed(number, error, cancelled: cancelled, at: now)
+        if let machine {
+            return machine._withUnsafeGuaranteedRef { $0.failed(number, error, cancelled: cancelled, at: now) }
+        }
+        let started = AsyncRetryMachine.started(maxAttempts: maxAttempts, budget: budget)
+        machine = .passUnretained(started)
+        let step = started.failed(number, error, cancelled: cancelled, at: now)
+        owner = started  // moved, after its last use
+        return step
     }
 
     @inlinable @inline(__always)
@@ -428,7 +439,9 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
         observe _: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep {
         guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
-        return machine.decided(decision, waitsOnClock: waitsOnClock, cancelled: cancelled, at: now)
+        return machine._withUnsafeGuaranteedRef {
+            $0.decided(decision, waitsOnClock: waitsOnClock, cancelled: cancelled, at: now)
+        }
     }
 
     @inlinable @inline(__always)
@@ -436,14 +449,14 @@ struct AsyncRetryHeapMachine: AsyncRetryMachineHolder {
         -> AsyncRetryStep
     {
         guard let machine else { return .fail(AsyncRetry.inconsistency()) }  // always set after a failure
-        return machine.waited(cancelled: cancelled, at: now)
+        return machine._withUnsafeGuaranteedRef { $0.waited(cancelled: cancelled, at: now) }
     }
 
     @inlinable @inline(__always)
     mutating func sleepFailed(
         _ error: any Error, at now: Duration, observe _: RetryStateMachine.ActionObserver
     ) -> any Error {
-        machine?.cancel(at: now)
+        owner?.cancel(at: now)
         return error
     }
 }
