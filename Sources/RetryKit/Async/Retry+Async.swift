@@ -177,7 +177,6 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
                 return value
             } catch {
                 let cancelled = Task.isCancelled
-                if !cancelled { failure = error }
                 switch observed ? interruption() : .none {
                 case .none:
                     step = machine.failed(
@@ -192,11 +191,12 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
                     // The machine interrupted the attempt (it has emitted its failure); it has been drained.
                     step = .interrupted
                 }
+                // Kept for the strategy, which the machine asks about it next: moved there, not copied.
+                if !cancelled { failure = consume error }
             }
         case .consult(let context):
             // `failure` is always set here: the machine only asks after a failure.
-            guard let error = failure else { throw AsyncRetry.inconsistency() }
-            failure = nil
+            guard let error = failure.take() else { throw AsyncRetry.inconsistency() }
             let (decision, wait) = strategy(error).resolved(in: context)
             clockWait = wait
             step = machine.decided(
