@@ -12,10 +12,10 @@ enum ThreadIdentity {
     /// The calling thread's identity (never 0).
     @inline(__always)
     static var current: UInt {
-        #if canImport(Darwin)
-            return UInt(bitPattern: pthread_self())
+        #if canImport(Glibc)
+            return UInt(pthread_self())  // an integer there
         #else
-            return UInt(pthread_self())
+            return UInt(bitPattern: pthread_self())  // a pointer (Darwin, Musl)
         #endif
     }
 }
