@@ -11,8 +11,6 @@ final class AsyncTrialMachine: AsyncRetryMachineHolder {
     var frame: AsyncRetryFrameMachine
     /// Where a gated run's condition changes arrive; `nil` for a run without a condition.
     @usableFromInline let conditions: RetryConditionInbox?
-    /// When the pause after a repeating run's success ends (time since the run started); `nil` when not paused.
-    private var pauseEnd: Duration?
     /// The interruption the machine decided while an attempt ran, shown to the observer once the attempt is over.
     private var pendingInterruption: RetryStateMachine.Action?
 
@@ -28,32 +26,28 @@ final class AsyncTrialMachine: AsyncRetryMachineHolder {
     /// Whether the run has ended.
     var isFinished: Bool { frame.machine.isFinished }
 
-    /// Starts the run, with the condition as it is now if it is gated; or, after a repeating success, waits the rest of
-    /// the pause (the condition's current state is recorded: the pause does not depend on it).
+    /// Starts the run, with the condition as it is now if it is gated; or, after a repeating success, waits what the
+    /// machine says remains of its pause (``RetryStateMachine/pauseRemaining(at:)``). The condition's changes queued
+    /// since the last call are fed to the machine first, in order: before the start, it records them (ignoring a stale
+    /// one) for ``RetryStateMachine/start(at:)``; during the pause, they do not affect it.
     @usableFromInline
     func begin(cancelled: Bool, at _: Duration, now: () -> Duration, observe: RetryStateMachine.ActionObserver)
         -> AsyncRetryStep
     {
         let now = now()
-        let snapshot = conditions?.takeLatest()
-        guard let pauseEnd else {
-            return frame.input(cancelled: cancelled, at: now, observe: observe) { machine in
-                guard let snapshot else { return machine.start(at: now) }
-                return machine.start(at: now, condition: snapshot)
-            }
+        while let snapshot = conditions?.take() { _ = frame.machine.conditionChanged(snapshot, at: now) }
+        guard let remaining = frame.machine.pauseRemaining(at: now) else {
+            return frame.input(cancelled: cancelled, at: now, observe: observe) { $0.start(at: now) }
         }
-        self.pauseEnd = nil
-        if let snapshot { _ = frame.machine.conditionChanged(snapshot, at: now) }
         if cancelled { return frame.input(cancelled: true, at: now, observe: observe) { _ in .none } }
-        return .wait(Swift.max(pauseEnd - now, .zero))
+        return .wait(remaining)
     }
 
     @usableFromInline
     func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver) {
         let action = frame.machine.attemptSucceededRefunding(number, at: now)
         // Shown, not turned into a step: the runner returns the value either way (a step for `repeatAfter` would be an
-        // error made for nothing).
-        if case .repeatAfter(let delay, _) = action { pauseEnd = now + delay }
+        // error made for nothing). The machine keeps the end of the pause; the next call asks it.
         if case .finish = action { observe(action, frame.machine.termination) } else { observe(action, nil) }
     }
 

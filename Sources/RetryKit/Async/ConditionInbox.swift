@@ -1,19 +1,18 @@
 /// Where the async runner receives the changes of a gated run's ``RetryCondition``: a thin adapter between the
 /// condition's observers (called on whatever thread changes the condition) and the one task that runs the retrier.
 ///
-/// It decides nothing: it keeps the snapshots the condition reported that the runner has not taken yet, in the order
-/// of their versions, and wakes the one task waiting for a change. The runner feeds each one it ``take()``s to the
-/// state machine (``RetryStateMachine/conditionChanged(_:at:)``): every change, so that a condition that closes and
-/// opens again at once still interrupts a trial, as in the completion-handler style. A snapshot stays pending until it
-/// is taken, so a change that arrives while the runner is busy elsewhere (an attempt that has just ended, a drain) is
-/// fed at the next wait. No continuation is resumed, and no user code runs, while the lock is held.
+/// It decides nothing: it queues the snapshots the condition reports, in the order they arrive, and wakes the one task
+/// waiting for a change. The runner feeds each one it ``take()``s to the state machine
+/// (``RetryStateMachine/conditionChanged(_:at:)``), which alone judges them: every change, so that a condition that
+/// closes and opens again at once still interrupts a trial, as in the completion-handler style; a snapshot older than
+/// one it has recorded (observers may report concurrently, out of order) is ignored there. A snapshot stays queued
+/// until it is taken, so a change that arrives while the runner is busy elsewhere (an attempt that has just ended, a
+/// drain) is fed at the next wait. No continuation is resumed, and no user code runs, while the lock is held.
 @usableFromInline
 final class RetryConditionInbox: Sendable {
     private struct State {
-        /// The snapshots not taken yet, by version (observers may report concurrently, out of order).
+        /// The snapshots not taken yet, in the order they arrived.
         var pending: [RetryConditionSnapshot] = []
-        /// The version of the last snapshot taken.
-        var taken: UInt64?
         /// The task suspended in ``wait()``, with the number of its call.
         var waiter: (call: UInt64, continuation: UnsafeContinuation<Bool, Never>)?
         /// The last call of ``wait()`` cancelled before it suspended.
@@ -35,13 +34,10 @@ final class RetryConditionInbox: Sendable {
         return observation
     }
 
-    /// A change of the condition, from any thread.
+    /// A change of the condition, from any thread: queued, and the waiting task (if any) woken.
     func post(_ snapshot: RetryConditionSnapshot) {
         let waiter: UnsafeContinuation<Bool, Never>? = state.withLock { s in
-            if let taken = s.taken, snapshot.version <= taken { return nil }
-            let index = s.pending.firstIndex { $0.version >= snapshot.version } ?? s.pending.endIndex
-            if index < s.pending.endIndex, s.pending[index].version == snapshot.version { return nil }
-            s.pending.insert(snapshot, at: index)
+            s.pending.append(snapshot)
             guard let waiter = s.waiter else { return nil }
             s.waiter = nil
             return waiter.continuation
@@ -49,25 +45,9 @@ final class RetryConditionInbox: Sendable {
         waiter?.resume(returning: true)
     }
 
-    /// The oldest snapshot not taken yet, if any; it counts as taken.
+    /// The snapshot that arrived first of those not taken yet, if any.
     func take() -> RetryConditionSnapshot? {
-        state.withLock { s in
-            guard !s.pending.isEmpty else { return nil }
-            let snapshot = s.pending.removeFirst()
-            s.taken = snapshot.version
-            return snapshot
-        }
-    }
-
-    /// The newest snapshot not taken yet, if any; it and every older one count as taken (for the start of a call,
-    /// when what the condition is now is all that matters).
-    func takeLatest() -> RetryConditionSnapshot? {
-        state.withLock { s in
-            guard let latest = s.pending.last else { return nil }
-            s.pending.removeAll()
-            s.taken = latest.version
-            return latest
-        }
+        state.withLock { s in s.pending.isEmpty ? nil : s.pending.removeFirst() }
     }
 
     /// Suspends until a snapshot is pending (``take()``). Returns `true` then, at once if one is already; `false` if the

@@ -319,7 +319,8 @@ enum AsyncRetryStep {
 /// `observe` first.
 @usableFromInline
 protocol AsyncRetryMachineHolder {
-    /// The first step; `now` is read only by a run of trials that resumes after a pause.
+    /// The first step; `now` is read only by a run of trials (``AsyncTrialMachine``): to start it, or to wait what its
+    /// machine says remains of the pause after a repeating success (``RetryStateMachine/pauseRemaining(at:)``).
     mutating func begin(
         cancelled: Bool, at start: Duration, now: () -> Duration, observe: RetryStateMachine.ActionObserver
     ) -> AsyncRetryStep

@@ -137,16 +137,19 @@ func startCallbackRetrier<Value: Sendable>(
     completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void,
     trials: CallbackTrials? = nil
 ) -> RetryHandle<Value> {
+    // Every closure below captures one object, the same one, which is then the closure's context: one allocation
+    // for all of them (each closure capturing the user's closures itself would allocate a context of its own).
+    let user = CallbackUserClosures(operation: operation, observer: observer, completion: completion)
     var observe: (@Sendable (CallbackEvent) -> Void)?
-    if let observer {
-        observe = { event in observer(event.typed()) }
+    if observer != nil {
+        observe = { event in user.observer?(event.typed()) }
     }
     let client = CallbackClient(
-        run: { attempt, sink in operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) },
+        run: { attempt, sink in user.operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) },
         strategy: strategy,
         finish: { termination, value, duplicates in
             let value = value?.value(as: Value.self)  // always a `Value` if set: only this operation produced it
-            if let observer {
+            if let observer = user.observer {
                 termination.forEachEvent(value: value) { event in
                     if case .finished = event {
                         for attempt in duplicates { observer(.duplicateCompletion(attempt)) }
@@ -154,12 +157,35 @@ func startCallbackRetrier<Value: Sendable>(
                     observer(event)
                 }
             }
-            completion(termination.result(value: value), termination.summary)
+            user.completion(termination.result(value: value), termination.summary)
         },
         observe: observe)
     let runner = CallbackRunner.start(
         configuration: configuration, queue: queue, scheduler: scheduler, client: client, trials: trials)
     return RetryHandle(runner: runner)
+}
+
+/// The user's closures of a completion-handler retrier, in one object that the closures of its ``CallbackClient``
+/// capture (see `startCallbackRetrier`).
+@usableFromInline
+final class CallbackUserClosures<Value: Sendable>: Sendable {
+    @usableFromInline
+    let operation: @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void
+    @usableFromInline
+    let observer: (@Sendable (RetryEvent<Value>) -> Void)?
+    @usableFromInline
+    let completion: @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+
+    @usableFromInline
+    init(
+        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+        observer: (@Sendable (RetryEvent<Value>) -> Void)?,
+        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    ) {
+        self.operation = operation
+        self.observer = observer
+        self.completion = completion
+    }
 }
 
 // MARK: - Async operations retried from callback code

@@ -222,8 +222,9 @@ package struct RetryStateMachine: Sendable {
         case awaitingCondition
         /// The condition closed during a trial: waiting for the runner to report ``interrupted(at:)``.
         case interrupting
-        /// A repeating run pauses after a success, before the next trial.
-        case pausing
+        /// A repeating run pauses after a success, before the next trial; the pause ends at the time given (since the
+        /// run started): see ``RetryStateMachine/pauseRemaining(at:)``.
+        case pausing(until: Duration)
         case finished(Ending)
     }
 
@@ -592,10 +593,19 @@ package struct RetryStateMachine: Sendable {
     @inline(never)
     private mutating func trialSucceeded(_ attempt: RetryAttempt, at now: Duration) -> Action {
         if let delay = trialState?.trials.repeatDelay {
-            state = .pausing
+            state = .pausing(until: now + delay)
             return .repeatAfter(delay, succeeded: attempt)
         }
         return finish(.succeeded, at: local(now), last: .succeeded, of: attempt)
+    }
+
+    /// How much of the pause after a repeating run's success (``Action/repeatAfter(_:succeeded:)``) remains at `now`
+    /// (time since the run started): zero once it is over, `nil` when the run is not pausing. A runner that leaves the
+    /// pause and comes back to it later (the async iterator of a repeating policy, between two calls of `next()`) waits
+    /// this long, then reports ``waitElapsed(at:)``.
+    package func pauseRemaining(at now: Duration) -> Duration? {
+        guard case .pausing(let end) = state else { return nil }
+        return Swift.max(end - now, .zero)
     }
 
     /// The condition of a gated run changed (``RetryConditionSnapshot``, from whatever thread changed it; a snapshot
@@ -604,7 +614,8 @@ package struct RetryStateMachine: Sendable {
     /// Waiting for the condition, an open one starts a trial (``Action/run(_:timeout:)`` of attempt 1) and an ended one
     /// finishes the run with ``RetryError/Reason-swift.enum/conditionEnded``. During a trial, a closed one interrupts
     /// it (``Action/interrupt(_:)``). The pause of a repeating run is not affected (the next trial waits for the
-    /// condition when the pause is over).
+    /// condition when the pause is over). Before the start, the snapshot is recorded for ``start(at:)``. Runners may feed
+    /// every snapshot as it arrives, in any order: the machine alone tells a stale one.
     package mutating func conditionChanged(_ snapshot: RetryConditionSnapshot, at now: Duration) -> Action {
         guard trialState?.trials.gated == true, record(snapshot), let trial = trialState else { return .none }
         let open = trial.open
@@ -667,10 +678,13 @@ package struct RetryStateMachine: Sendable {
     /// A completion of `attempt` was called again. Reported as ``RetryEvent/duplicateCompletion(_:)`` before the next
     /// `attemptStarted` or `finished` (``takeDuplicates(through:)``), as every runner reports it, or on its own.
     ///
-    /// - Returns: The duplicate's sequence number, or `nil` once the retrier has finished: the duplicate is dropped
-    ///   (nothing observes it any more).
-    package mutating func duplicateCompleted(_ attempt: RetryAttempt) -> UInt64? {
-        if isFinished { return nil }
+    /// - Parameter beforeEnd: The machine has finished, but the runner has not reported the end yet (the callback
+    ///   runner feeds a result that came back before its operation returned at once, and reports the end once it has
+    ///   returned): the duplicate is kept for the `finished` event.
+    /// - Returns: The duplicate's sequence number, or `nil` once the retrier has finished (unless `beforeEnd`): the
+    ///   duplicate is dropped (nothing observes it any more).
+    package mutating func duplicateCompleted(_ attempt: RetryAttempt, beforeEnd: Bool = false) -> UInt64? {
+        if isFinished && !beforeEnd { return nil }
         var (pending, last) = duplicateLog
         last &+= 1
         pending.append((last, attempt))

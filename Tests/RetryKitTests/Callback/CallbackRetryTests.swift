@@ -445,6 +445,52 @@ extension CallbackRunnerTests {
             #expect(recorder.events.suffix(3) == ["start 2", "ok 2 2", "finished succeeded 2"])
         }
 
+        @Test func aSecondCallAfterAFinalFailureIsReportedBeforeFinished() {
+            // The last attempt's failure ends the machine as soon as `done` is called (before the operation returns);
+            // its duplicate, made before the operation returns, still comes before `finished`.
+            let scheduler = VirtualScheduler()
+            let recorder = CBRecorder<Int>()
+            retry(
+                maxAttempts: 2, on: queue, scheduler: scheduler,
+                operation: { attempt, done in
+                    done(.failure(CBError(code: attempt.number)))
+                    if attempt.number == 2 { done(.success(100)) }  // duplicate after the final result
+                }, observer: recorder.observer, completion: recorder.completion)
+            scheduler.run()
+
+            #expect(recorder.completionCount == 1)
+            #expect((recorder.onlyResult?.cbError as? CBError)?.code == 2)
+            #expect(
+                recorder.events == [
+                    "start 1", "fail 1 E1 retry \(Duration.zero)", "start 2", "fail 2 E2 giveUp exhausted",
+                    "duplicate 2", "finished exhausted 2 E2",
+                ])
+        }
+
+        @Test func aCancelFromTheOperationAfterItsResultEndsTheRetrierCancelled() {
+            // The result came first (it is not a late one), then the cancel: the retrier ends cancelled, exactly
+            // once, and no further attempt runs.
+            let scheduler = VirtualScheduler()
+            let recorder = CBRecorder<Int>()
+            let handle = CBSlot<RetryHandle<Int>>()
+            let calls = CBCounter()
+            handle.set(
+                retry(
+                    maxAttempts: 3, on: queue, scheduler: scheduler,
+                    operation: { _, done in
+                        calls.increment()
+                        done(.failure(CBError(code: 1)))
+                        handle.get?.cancel()
+                    }, observer: recorder.observer, completion: recorder.completion))
+            scheduler.run()
+
+            #expect(calls.count == 1)
+            #expect(recorder.completionCount == 1)
+            #expect(recorder.onlyResult?.cbError is CancellationError)
+            #expect(recorder.onlySummary?.reason == .cancelled)
+            #expect(recorder.events == ["start 1", "finished cancelled 1 CancellationError()"])
+        }
+
         @Test func aSecondCallAfterTheRetrierFinishedIsDropped() {
             let scheduler = VirtualScheduler()
             let recorder = CBRecorder<Int>()

@@ -11,6 +11,9 @@ extension CallbackRunnerTests {
         /// What one attempt does in the big stress test.
         enum Behaviour: CaseIterable {
             case failAtOnce, succeedAtOnce, failFromAnotherThread, succeedLater, hang
+            /// Calls back before returning, and again from another thread, racing the operation's return and the
+            /// runner's carrying out of the first result (which was fed to the machine at once, on this thread).
+            case failAtOnceAndAgainElsewhere
         }
 
         @Test func tenThousandRetriersWithRandomCancelsRacingResultsAndTimers() async {
@@ -57,6 +60,9 @@ extension CallbackRunnerTests {
                             }
                         case .hang:
                             break
+                        case .failAtOnceAndAgainElsewhere:
+                            done(.failure(CBError(code: attempt.number)))
+                            network[index % 2].async { done(.success(index)) }  // a duplicate: never the result
                         }
                     },
                     strategy: { _ in .backoff(.constant(.microseconds(delayMicroseconds))) },

@@ -185,6 +185,50 @@ struct RetryStateMachineTrialsTests {
         #expect(machine.attemptSucceeded(1, at: .seconds(2)).isFinish)
     }
 
+    @Test func staleSnapshotsBeforeTheStartOrWhileWaitingChangeNothing() {
+        // Fed in the order they arrived, as the async runner's inbox does: the machine alone tells a stale one.
+        var machine = gated()
+        #expect(machine.conditionChanged(snapshot(false, version: 2), at: .zero).isNone, "recorded before the start")
+        #expect(machine.conditionChanged(snapshot(true, version: 1), at: .zero).isNone, "older: ignored")
+        #expect(machine.start(at: .zero).isAwaitCondition, "the newest snapshot, closed, holds the first trial")
+        #expect(machine.conditionChanged(snapshot(true, version: 1), at: .seconds(1)).isNone, "older")
+        #expect(machine.conditionChanged(snapshot(true, version: 2), at: .seconds(1)).isNone, "the same version")
+        #expect(machine.currentTrial == 0)
+        #expect(machine.conditionChanged(snapshot(true, version: 3), at: .seconds(2)).runAttempt?.attempt.number == 1)
+        #expect(machine.conditionChanged(snapshot(false, version: 2), at: .seconds(3)).isNone, "no interruption")
+        #expect(machine.currentAttempt == 1)
+
+        var newestFirst = gated()
+        _ = newestFirst.conditionChanged(snapshot(true, version: 7), at: .zero)
+        _ = newestFirst.conditionChanged(snapshot(false, version: 6), at: .zero)
+        #expect(newestFirst.start(at: .zero).runAttempt?.attempt.number == 1)
+    }
+
+    @Test func theMachineKeepsTheEndOfItsPause() {
+        // Virtual time: `now` is passed in, the time since the run started.
+        var machine = RetryStateMachine(
+            RetryConfiguration(maxAttempts: 3), trials: .init(gated: false, repeatDelay: .seconds(30)))
+        _ = machine.start(at: .zero)
+        #expect(machine.pauseRemaining(at: .zero) == nil, "not pausing during a trial")
+        #expect(machine.attemptSucceeded(1, at: .seconds(3)).repeatPause?.delay == .seconds(30))
+        #expect(machine.pauseRemaining(at: .seconds(3)) == .seconds(30), "measured from the success")
+        #expect(machine.pauseRemaining(at: .milliseconds(10_500)) == .milliseconds(22_500))
+        #expect(machine.pauseRemaining(at: .seconds(33)) == .zero)
+        #expect(machine.pauseRemaining(at: .seconds(50)) == .zero, "over: nothing remains, never less")
+        #expect(machine.waitElapsed(at: .seconds(50)).runAttempt?.attempt.number == 1)
+        #expect(machine.pauseRemaining(at: .seconds(50)) == nil, "the next trial runs")
+        _ = machine.attemptSucceeded(1, at: .seconds(60))
+        #expect(machine.pauseRemaining(at: .seconds(61)) == .seconds(29), "each pause from its own success")
+        _ = machine.cancel(at: .seconds(62))
+        #expect(machine.pauseRemaining(at: .seconds(62)) == nil, "finished")
+
+        var gatedPause = gated(repeatDelay: .seconds(5))
+        _ = gatedPause.start(at: .zero, condition: snapshot(true, version: 0))
+        _ = gatedPause.attemptSucceeded(1, at: .seconds(1))
+        _ = gatedPause.conditionChanged(snapshot(false, version: 1), at: .seconds(2))
+        #expect(gatedPause.pauseRemaining(at: .seconds(2)) == .seconds(4), "the condition does not touch the pause")
+    }
+
     @Test func repeatingPausesAfterEachSuccessAndStartsAFreshTrial() {
         var machine = gated(repeatDelay: .seconds(30))
         _ = machine.start(at: .zero, condition: snapshot(true, version: 0))
@@ -218,6 +262,7 @@ struct RetryStateMachineTrialsTests {
                 RetryConfiguration(maxAttempts: 1), trials: .init(gated: false, repeatDelay: delay))
             _ = machine.start(at: .zero)
             #expect(machine.attemptSucceeded(1, at: .zero).repeatPause?.delay == expected)
+            #expect(machine.pauseRemaining(at: .zero) == expected, "the pause's end too")
         }
     }
 

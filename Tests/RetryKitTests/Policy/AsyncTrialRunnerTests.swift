@@ -64,12 +64,7 @@ struct AsyncTrialRunnerTests {
         #expect(calls.value == 1, "no attempt while closed")
         condition.value = true
         #expect(try await clock.run(until: task) == "fresh", "the late value is not the result")
-        #expect(
-            events.values == [
-                "started 1/\(Int.max) at 0.0 seconds", "failed 1 with CancellationError() next giveUp(cancelled)",
-                "started 1/\(Int.max) at 0.0 seconds", "succeeded 1 with fresh",
-                "finished succeeded after 2 at 0.0 seconds with nil",
-            ])
+        #expect(events.values == interruptedThenFreshTrialEvents(succeedingWith: "fresh"))
     }
 
     @Test func closingDuringABackoffWaitEndsItAndTheNextTrialStartsAfresh() async throws {
@@ -132,12 +127,7 @@ struct AsyncTrialRunnerTests {
         #expect(calls.value == 1)
         release.fire()
         #expect(try await clock.run(until: task) == 2, "the condition is open again: the next trial starts at once")
-        #expect(
-            events.values == [
-                "started 1/\(Int.max) at 0.0 seconds", "failed 1 with CancellationError() next giveUp(cancelled)",
-                "started 1/\(Int.max) at 0.0 seconds", "succeeded 1 with 2",
-                "finished succeeded after 2 at 0.0 seconds with nil",
-            ])
+        #expect(events.values == interruptedThenFreshTrialEvents(succeedingWith: 2))
     }
 
     @Test func endedWhileTheInterruptedAttemptDrainsThrowsConditionEnded() async {
@@ -160,16 +150,10 @@ struct AsyncTrialRunnerTests {
         await clock.waitForSleepers()
         condition.value = false
         condition.finish()
-        do {
-            _ = try await task.value
-            Issue.record("no error")
-        } catch let error as RetryError {
-            #expect(error.reason == .conditionEnded)
-            #expect(error.lastError as? AsyncTestError == AsyncTestError(id: 1), "the interruption is not the error")
-            #expect(error.attempts == 2)
-        } catch {
-            Issue.record("\(error)")
-        }
+        let error = await #expect(throws: RetryError.self) { try await task.value }
+        #expect(error?.reason == .conditionEnded)
+        #expect(error?.lastError as? AsyncTestError == AsyncTestError(id: 1), "the interruption is not the error")
+        #expect(error?.attempts == 2)
         let lines = events.values
         #expect(lines.dropLast().last == "failed 2 with CancellationError() next giveUp(cancelled)")
         #expect(lines.last?.hasPrefix("finished conditionEnded after 2 at 1.0 seconds") == true)
@@ -369,3 +353,13 @@ struct AsyncTrialRunnerTests {
 }
 
 private final class Canary: Sendable {}
+
+/// The events of a gated async run (no attempt limit, no delay) whose first attempt the condition interrupted at 0 s,
+/// and whose next trial's first attempt then returned `value`: the interruption's failure, the fresh trial, the end.
+func interruptedThenFreshTrialEvents(succeedingWith value: some Sendable) -> [String] {
+    [
+        "started 1/\(Int.max) at 0.0 seconds", "failed 1 with CancellationError() next giveUp(cancelled)",
+        "started 1/\(Int.max) at 0.0 seconds", "succeeded 1 with \(value)",
+        "finished succeeded after 2 at 0.0 seconds with nil",
+    ]
+}
