@@ -169,7 +169,7 @@ func runAsyncRetry<R, E, C, M: AsyncRetryMachineHolder>(
     // machine was told to retry with no delay of its own). Always `nil` for a `Swift.Duration` clock.
     var clockWait: C.Duration?
     while true {
-        switch step {
+        switch consume step {  // every case sets the next step (or leaves): no copy of this one
         case .run(let number):
             do throws(E) {
                 let value = try await runAttempt(number)
