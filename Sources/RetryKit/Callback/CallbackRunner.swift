@@ -669,14 +669,16 @@ package struct CallbackRunner: @unchecked Sendable {
         RetryError(.completionReleased, attempts: number, elapsed: now)
     }
 
-    /// `record`'s operation returned: carries on from the step its result led to, or handles the result it left, or its completion released uncalled, if any.
-    /// `reusable` tells whether nobody else holds the record any more and it is done with, so that the next attempt may
-    /// reuse it.
+    /// `record`'s operation returned: carries on from the step its result led to (see `complete`), or handles the
+    /// result it left, or its completion released uncalled, if any. `reusable` tells whether nobody else holds the
+    /// record any more and it is done with, so that the next attempt may reuse it.
     @inline(__always)
     private func operationReturned(_ record: inout CallbackAttempt, reusable: inout Bool) -> CallbackStep {
         // Its result came back on this thread before it returned, and was handled then (see `complete`): the record
         // is done with (`state` is `.called` for good), and nobody else holds it if it is uniquely referenced.
         if record.wasHandled {
+            // Without the lock: another thread reads `calling` only while `state` is `.pending`.
+            record.calling = false
             record.wasHandled = false
             reusable = isKnownUniquelyReferenced(&record)
             return record.takeHandled()
