@@ -17,9 +17,11 @@ import Dispatch
 // that fires after it stopped being wanted finds another one there, or none, and does nothing.
 //
 // Queue hops per attempt match a hand-written recursive retry, or beat it: an operation that calls `done` after it
-// returned costs one `execute`; one that calls `done` before returning costs none (the attempt's record keeps the
-// result until the operation returns, and the loop goes on from there, so that a long run of synchronous failures
-// cannot grow the stack).
+// returned costs one `execute`; one that calls `done` before returning costs none (the loop goes on once the
+// operation returns, so that a long run of synchronous failures cannot grow the stack). Called back on the thread that
+// calls the operation, the result is fed to the machine at once, under the lock that records the call, and the
+// attempt's record keeps the step that follows until the operation returns; called back on another thread before the
+// operation returned, the record keeps the result itself, fed once it has returned.
 //
 // Every attempt has one record, a `CallbackAttempt`: the sink of its `AttemptCompletion`s, and only theirs (the runner
 // does not keep it), so that when the last copy of `done` is released uncalled, its `deinit` fails the attempt with
@@ -667,14 +669,16 @@ package struct CallbackRunner: @unchecked Sendable {
         RetryError(.completionReleased, attempts: number, elapsed: now)
     }
 
-    /// `record`'s operation returned: carries on from the step its result led to, or handles the result it left, or its completion released uncalled, if any.
-    /// `reusable` tells whether nobody else holds the record any more and it is done with, so that the next attempt may
-    /// reuse it.
+    /// `record`'s operation returned: carries on from the step its result led to (see `complete`), or handles the
+    /// result it left, or its completion released uncalled, if any. `reusable` tells whether nobody else holds the
+    /// record any more and it is done with, so that the next attempt may reuse it.
     @inline(__always)
     private func operationReturned(_ record: inout CallbackAttempt, reusable: inout Bool) -> CallbackStep {
         // Its result came back on this thread before it returned, and was handled then (see `complete`): the record
         // is done with (`state` is `.called` for good), and nobody else holds it if it is uniquely referenced.
         if record.wasHandled {
+            // Without the lock: another thread reads `calling` only while `state` is `.pending`.
+            record.calling = false
             record.wasHandled = false
             reusable = isKnownUniquelyReferenced(&record)
             return record.takeHandled()
