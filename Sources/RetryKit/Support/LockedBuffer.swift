@@ -24,12 +24,18 @@ class LockedBuffer<State, Fields>: ManagedBuffer<LockPrimitive.Raw, UInt> {
         let buffer = Buffer.create(minimumCapacity: (bytes + word - 1) / word) { _ in LockPrimitive.Raw() }
         // `create` returns an instance of the class it is called on.
         let storage = unsafeDowncast(buffer, to: Buffer.self)
-        // Initialized outside of a closure, which would copy the state and the fields in instead of moving them (the
-        // pointers are valid as long as `storage`, which is returned).
-        let (lock, elements) = storage.withUnsafeMutablePointers { ($0, UnsafeMutableRawPointer($1)) }
-        LockPrimitive.initialize(lock)
-        statePointer(elements).initializeMemory(as: State.self, to: state)
-        fieldsPointer(elements).initializeMemory(as: Fields.self, to: fields)
+        // Initialized inside the closure, the only place where its pointers are valid. (They used to be taken out of
+        // it and used after it returned: with the callback runner's state in this container, a release build then
+        // read back a state other than the one written, and crashed.) The values are moved in through optionals
+        // (`take()`), not copied: a closure cannot consume a captured parameter.
+        var state = Optional(state)
+        var fields = Optional(fields)
+        storage.withUnsafeMutablePointers { lock, raw in
+            let elements = UnsafeMutableRawPointer(raw)
+            LockPrimitive.initialize(lock)
+            if let state = state.take() { statePointer(elements).initializeMemory(as: State.self, to: state) }
+            if let fields = fields.take() { fieldsPointer(elements).initializeMemory(as: Fields.self, to: fields) }
+        }
         return storage
     }
 
