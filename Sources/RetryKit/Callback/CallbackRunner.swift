@@ -606,7 +606,7 @@ package struct CallbackRunner: @unchecked Sendable {
         // that thread): the result is fed to the machine now, under the same lock that records the call, and the
         // loop carries out the step when the operation returns (see `operationReturned`).
         let inline = record.thread == ThreadIdentity.current && record.calling
-        let now = inline ? elapsed : .zero
+        let now = inline ? elapsed : DelayMath.zero
         var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
         var effects = CallbackEffects()
         let call: Call = withLock { s in
@@ -787,7 +787,7 @@ package struct CallbackRunner: @unchecked Sendable {
             return .consult(context, error: error)
         case .retry(let delay, let failed, let error):
             var timer: PendingTimer?
-            if delay > .zero {
+            if DelayMath.isPositive(delay) {
                 timer = PendingTimer(runner: self, attempt: 0)
                 s.timer = timer
             }
@@ -875,7 +875,7 @@ package struct CallbackRunner: @unchecked Sendable {
                     // A budget's withdrawal, if the machine asks for one, is carried out here: it runs no user code.
                     var action = s.machine.decidePaying(decision, at: now)
                     // Without an observer, nothing happens between deciding a zero-delay retry and starting it.
-                    if !observes, case .retry(let delay, _, _) = action, delay == .zero {
+                    if !observes, case .retry(let delay, _, _) = action, DelayMath.isZero(delay) {
                         action = s.machine.waitElapsed(at: now)
                     }
                     return apply(action, at: now, to: &s, &effects)

@@ -770,7 +770,8 @@ package struct RetryStateMachine: Sendable {
         _ reason: RetryError.Reason, at now: Duration, last: Ending.Last = .none, of attempt: RetryAttempt? = nil
     ) -> Action {
         state = .finished(
-            Ending(reason: Ending.Reason(reason), last: last, at: now, attemptStart: attempt?.elapsed ?? .zero))
+            Ending(reason: Ending.Reason(reason), last: last, at: now, attemptStart: attempt?.elapsed ?? DelayMath.zero)
+        )
         return .finish
     }
 }
