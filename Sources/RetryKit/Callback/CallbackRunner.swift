@@ -17,11 +17,9 @@ import Dispatch
 // that fires after it stopped being wanted finds another one there, or none, and does nothing.
 //
 // Queue hops per attempt match a hand-written recursive retry, or beat it: an operation that calls `done` after it
-// returned costs one `execute`; one that calls `done` before returning costs none (the loop goes on once the
-// operation returns, so that a long run of synchronous failures cannot grow the stack). Called back on the thread that
-// calls the operation, the result is fed to the machine at once, under the lock that records the call, and the
-// attempt's record keeps the step that follows until the operation returns; called back on another thread before the
-// operation returned, the record keeps the result itself, fed once it has returned.
+// returned costs one `execute`; one that calls `done` before returning costs none (the attempt's record keeps the
+// result until the operation returns, and the loop goes on from there, so that a long run of synchronous failures
+// cannot grow the stack).
 //
 // Every attempt has one record, a `CallbackAttempt`: the sink of its `AttemptCompletion`s, and only theirs (the runner
 // does not keep it), so that when the last copy of `done` is released uncalled, its `deinit` fails the attempt with
@@ -510,7 +508,6 @@ package struct CallbackRunner: @unchecked Sendable {
     }
 
     /// Time since the retrier was created.
-    @inline(__always)
     private var elapsed: Duration {
         switch clock {
         case .dispatch(let origin):
@@ -601,14 +598,8 @@ package struct CallbackRunner: @unchecked Sendable {
     /// does), otherwise handled after a hop to the queue. A first call after the attempt ended is ignored, any later
     /// call is a duplicate.
     func complete(_ record: CallbackAttempt, _ result: ErasedOutcome, _ attempt: RetryAttempt) {
-        enum Call { case hop, kept, handled, ignored, duplicate }
-        // Called back on the thread that is calling the operation, before it returned (`calling` is only written on
-        // that thread): the result is fed to the machine now, under the same lock that records the call, and the
-        // loop carries out the step when the operation returns (see `operationReturned`).
-        let inline = record.thread == ThreadIdentity.current && record.calling
-        let now = inline ? elapsed : DelayMath.zero
+        enum Call { case hop, kept, ignored, duplicate }
         var dropped: (@Sendable () -> Void)?  // the attempt's cancel hook, released after unlocking
-        var effects = CallbackEffects()
         let call: Call = withLock { s in
             guard record.state == .pending else { return .duplicate }
             guard s.isCurrent(record) else {
@@ -617,11 +608,6 @@ package struct CallbackRunner: @unchecked Sendable {
             }
             record.state = .called
             dropped = s.hook.take()
-            if inline {
-                record.handled = resultTransition(record.number, result, at: now, &s, &effects)
-                record.wasHandled = true
-                return .handled
-            }
             guard record.calling else { return .hop }
             record.early = result
             return .kept
@@ -634,10 +620,6 @@ package struct CallbackRunner: @unchecked Sendable {
                 let now = self.elapsed
                 self.handle { s, effects in self.resultTransition(number, result, at: now, &s, &effects) }
             }
-        case .handled:
-            // Not user code: the attempt's hook was taken above, so only a timer can have been stopped.
-            effects.hook?()
-            effects.stopped?.cancel()
         case .duplicate:
             if observes { duplicateCompleted(attempt) }
         case .kept, .ignored:
@@ -669,20 +651,10 @@ package struct CallbackRunner: @unchecked Sendable {
         RetryError(.completionReleased, attempts: number, elapsed: now)
     }
 
-    /// `record`'s operation returned: carries on from the step its result led to (see `complete`), or handles the
-    /// result it left, or its completion released uncalled, if any. `reusable` tells whether nobody else holds the
-    /// record any more and it is done with, so that the next attempt may reuse it.
-    @inline(__always)
+    /// `record`'s operation returned: handles the result it left, or its completion released uncalled, if any.
+    /// `reusable` tells whether nobody else holds the record any more and it is done with, so that the next attempt may
+    /// reuse it.
     private func operationReturned(_ record: inout CallbackAttempt, reusable: inout Bool) -> CallbackStep {
-        // Its result came back on this thread before it returned, and was handled then (see `complete`): the record
-        // is done with (`state` is `.called` for good), and nobody else holds it if it is uniquely referenced.
-        if record.wasHandled {
-            // Without the lock: another thread reads `calling` only while `state` is `.pending`.
-            record.calling = false
-            record.wasHandled = false
-            reusable = isKnownUniquelyReferenced(&record)
-            return record.takeHandled()
-        }
         let now = elapsed
         // Nobody else holds the record: the operation let go of its completion without calling it (or was not called).
         // Nobody can take a new reference either, so this stays true.
@@ -1029,13 +1001,7 @@ package struct CallbackRunner: @unchecked Sendable {
     /// retrier has finished (the observer is no longer kept then).
     func duplicateCompleted(_ attempt: RetryAttempt) {
         // The machine keeps them (only when there is an observer) and says which are due.
-        let sequence = withLock { s in
-            // Finished, not delivered yet: the duplicate is reported before `finished` (`deliver` takes it).
-            var beforeEnd = false
-            if case .finished = s.phase { beforeEnd = true }
-            return s.machine.duplicateCompleted(attempt, beforeEnd: beforeEnd)
-        }
-        guard let sequence else { return }
+        guard let sequence = withLock({ $0.machine.duplicateCompleted(attempt) }) else { return }
         hop {
             let (due, observe): ([RetryAttempt], (@Sendable (CallbackEvent) -> Void)?) = self.withLock { s in
                 (s.machine.takeDuplicates(through: sequence), s.client.observe)
@@ -1094,8 +1060,7 @@ package struct CallbackRunner: @unchecked Sendable {
 final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     // @unchecked Sendable: the mutable fields are set by the runner before the record is handed to an operation (or
     // while nobody else holds it), and otherwise only accessed while the runner's lock is held — except in `deinit`,
-    // which runs after every other holder has let go, and `calling` and `handled`, which are only written on the
-    // thread calling the operation (`thread`) and read without the lock only there.
+    // which runs after every other holder has let go.
 
     /// Where the completion's calls go.
     enum State {
@@ -1117,24 +1082,8 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     /// The trial the attempt belongs to (``RetryStateMachine/currentTrial``; 0 for a plain retrier). Placed where it fills
     /// padding: the record is no larger for it.
     @exclusivity(unchecked) private(set) var generation: UInt32 = 0
-    /// A result that arrived while the operation was being called, from another thread.
+    /// A result that arrived while the operation was being called.
     @exclusivity(unchecked) var early: ErasedOutcome?
-    /// The thread calling the operation (``ThreadIdentity``).
-    @exclusivity(unchecked) private(set) var thread: UInt = 0
-    /// The step that follows a result that arrived on ``thread`` while the operation was being called (then
-    /// ``wasHandled``): fed to the machine then, carried out once the operation returns. Only ever accessed on
-    /// ``thread``. Not an optional: an optional of the step is copied through the runtime's generic value witnesses.
-    @exclusivity(unchecked) var handled = CallbackStep.idle
-    /// Whether ``handled`` holds a step to carry out.
-    @exclusivity(unchecked) var wasHandled = false
-
-    /// Takes ``handled`` out, leaving ``CallbackStep/idle``.
-    @inline(__always)
-    func takeHandled() -> CallbackStep {
-        var step = CallbackStep.idle
-        swap(&step, &handled)
-        return step
-    }
 
     init(runner: CallbackRunner) {
         self.runner = runner
@@ -1147,7 +1096,6 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
         state = .pending
         calling = true
         early = nil
-        thread = ThreadIdentity.current
     }
 
     deinit {

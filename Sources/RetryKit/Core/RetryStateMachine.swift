@@ -678,13 +678,10 @@ package struct RetryStateMachine: Sendable {
     /// A completion of `attempt` was called again. Reported as ``RetryEvent/duplicateCompletion(_:)`` before the next
     /// `attemptStarted` or `finished` (``takeDuplicates(through:)``), as every runner reports it, or on its own.
     ///
-    /// - Parameter beforeEnd: The machine has finished, but the runner has not reported the end yet (the callback
-    ///   runner feeds a result that came back before its operation returned at once, and reports the end once it has
-    ///   returned): the duplicate is kept for the `finished` event.
-    /// - Returns: The duplicate's sequence number, or `nil` once the retrier has finished (unless `beforeEnd`): the
-    ///   duplicate is dropped (nothing observes it any more).
-    package mutating func duplicateCompleted(_ attempt: RetryAttempt, beforeEnd: Bool = false) -> UInt64? {
-        if isFinished && !beforeEnd { return nil }
+    /// - Returns: The duplicate's sequence number, or `nil` once the retrier has finished: the duplicate is dropped
+    ///   (nothing observes it any more).
+    package mutating func duplicateCompleted(_ attempt: RetryAttempt) -> UInt64? {
+        if isFinished { return nil }
         var (pending, last) = duplicateLog
         last &+= 1
         pending.append((last, attempt))

@@ -474,6 +474,7 @@ extension CallbackRunnerTests {
             let recorder = CBRecorder<Int>()
             let handle = CBSlot<RetryHandle<Int>>()
             let calls = CBCounter()
+            let strategyCalls = CBCounter()
             handle.set(
                 retry(
                     maxAttempts: 3, on: queue, scheduler: scheduler,
@@ -481,10 +482,15 @@ extension CallbackRunnerTests {
                         calls.increment()
                         done(.failure(CBError(code: 1)))
                         handle.get?.cancel()
+                    },
+                    strategy: { _ in
+                        strategyCalls.increment()
+                        return .backoff(.none)
                     }, observer: recorder.observer, completion: recorder.completion))
             scheduler.run()
 
             #expect(calls.count == 1)
+            #expect(strategyCalls.count == 0)
             #expect(recorder.completionCount == 1)
             #expect(recorder.onlyResult?.cbError is CancellationError)
             #expect(recorder.onlySummary?.reason == .cancelled)

@@ -12,7 +12,7 @@ extension CallbackRunnerTests {
         enum Behaviour: CaseIterable {
             case failAtOnce, succeedAtOnce, failFromAnotherThread, succeedLater, hang
             /// Calls back before returning, and again from another thread, racing the operation's return and the
-            /// runner's carrying out of the first result (which was fed to the machine at once, on this thread).
+            /// runner's handling of the first result (kept by the attempt's record until the operation returns).
             case failAtOnceAndAgainElsewhere
         }
 
