@@ -413,10 +413,13 @@ struct RetryBridge: @unchecked Sendable {
     /// a timeout if `timed`. It is ready for attempt 1 (see ``begin(_:timed:)``).
     @usableFromInline
     init(valueSize: Int, valueAlignment: Int, timed: Bool) {
-        storage = RetryBridgeStorage.make(
-            RetryBridgeStorage.self, RetryBridgeState(attempt: 1, timed: timed ? TimedBridgeAttempt() : nil),
-            fields: valueAlignment,
-            tailSize: valueSize, tailAlignment: valueAlignment)
+        let capacity = RetryBridgeStorage.capacity(tailSize: valueSize, tailAlignment: valueAlignment)
+        // `create` returns an instance of the class it is called on.
+        storage = unsafeDowncast(
+            RetryBridgeStorage.create(minimumCapacity: capacity) { _ in LockPrimitive.Raw() },
+            to: RetryBridgeStorage.self)
+        storage.initialize(
+            RetryBridgeState(attempt: 1, timed: timed ? TimedBridgeAttempt() : nil), fields: valueAlignment)
     }
 
     /// Runs `body` with exclusive access to the bridge's state, under its lock.

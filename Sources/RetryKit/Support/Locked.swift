@@ -22,7 +22,11 @@ package struct Locked<State>: @unchecked Sendable {
 
     /// A lock guarding `state`.
     package init(_ state: State) {
-        storage = LockedStorage.make(LockedStorage.self, state, fields: ())
+        // `create` returns an instance of the class it is called on.
+        storage = unsafeDowncast(
+            LockedStorage<State>.create(minimumCapacity: LockedStorage<State>.capacity()) { _ in LockPrimitive.Raw() },
+            to: LockedStorage<State>.self)
+        storage.initialize(state, fields: ())
     }
 
     /// Runs `body` with exclusive access to the state and returns its result.

@@ -7,36 +7,37 @@
 /// state (the thread sanitizer sees a critical section as an access to all of the state, through `pointee`).
 ///
 /// Each use is a `final` subclass whose `deinit` calls ``tearDown()``, so that everything is specialized for its types
-/// (the offsets of the state and the fields are constants then). Nothing in here runs user code: callers compute what
+/// (the offsets of the state and the fields are constants then). A buffer is made in two steps: `create` on the
+/// subclass, with ``capacity(tailSize:tailAlignment:)``, then ``initialize(_:fields:)``. Nothing in here runs user code: callers compute what
 /// to do inside ``withLock(_:)`` and act on it after the lock is released.
 class LockedBuffer<State, Fields>: ManagedBuffer<LockPrimitive.Raw, UInt> {
-    /// A `Buffer` holding `state`, the lock guarding it and `fields`; then room for `tailSize` bytes at
-    /// `tailAlignment`, uninitialized (see ``tail(alignment:)``).
-    ///
-    /// (The type is an argument rather than `Self`: a method that uses the dynamic `Self` is not inlined.)
+    /// The capacity (in words) to create a buffer with, for a tail of `tailSize` bytes at `tailAlignment`.
     @inline(__always)
-    static func make<Buffer: LockedBuffer>(
-        _ type: Buffer.Type, _ state: consuming State, fields: consuming Fields, tailSize: Int = 0,
-        tailAlignment: Int = 1
-    ) -> Buffer {
+    static func capacity(tailSize: Int = 0, tailAlignment: Int = 1) -> Int {
         let bytes = fieldsEnd + max(tailAlignment, 1) - 1 + max(tailSize, 0)
         let word = MemoryLayout<UInt>.stride
-        let buffer = Buffer.create(minimumCapacity: (bytes + word - 1) / word) { _ in LockPrimitive.Raw() }
-        // `create` returns an instance of the class it is called on.
-        let storage = unsafeDowncast(buffer, to: Buffer.self)
-        // Initialized inside the closure, the only place where its pointers are valid. (They used to be taken out of
-        // it and used after it returned: with the callback runner's state in this container, a release build then
-        // read back a state other than the one written, and crashed.) The values are moved in through optionals
-        // (`take()`), not copied: a closure cannot consume a captured parameter.
+        return (bytes + word - 1) / word
+    }
+
+    /// Initializes a buffer just created (with ``capacity(tailSize:tailAlignment:)``) to hold `state`, the lock
+    /// guarding it and `fields`; its tail is left uninitialized (see ``tail(alignment:)``).
+    ///
+    /// Everything is initialized inside `withUnsafeMutablePointers`, the only place where its pointers are valid.
+    /// (They used to be taken out of it and used after it returned: with the callback runner's state in this
+    /// container, a release build then read back a state other than the one written, and crashed.) The values are
+    /// moved in through optionals (`take()`), not copied: a closure cannot consume a captured parameter. The buffer
+    /// is created by each subclass, on its own type: creating it here, from a generic metatype, crashed the compiler's
+    /// stack promotion in optimized builds with testing enabled (Swift 6.3.1).
+    @inline(__always)
+    final func initialize(_ state: consuming State, fields: consuming Fields) {
         var state = Optional(state)
         var fields = Optional(fields)
-        storage.withUnsafeMutablePointers { lock, raw in
+        withUnsafeMutablePointers { lock, raw in
             let elements = UnsafeMutableRawPointer(raw)
             LockPrimitive.initialize(lock)
-            if let state = state.take() { statePointer(elements).initializeMemory(as: State.self, to: state) }
-            if let fields = fields.take() { fieldsPointer(elements).initializeMemory(as: Fields.self, to: fields) }
+            if let state = state.take() { Self.statePointer(elements).initializeMemory(as: State.self, to: state) }
+            if let fields = fields.take() { Self.fieldsPointer(elements).initializeMemory(as: Fields.self, to: fields) }
         }
-        return storage
     }
 
     /// Runs `body` with exclusive access to the state, under the lock.
@@ -73,7 +74,7 @@ class LockedBuffer<State, Fields>: ManagedBuffer<LockPrimitive.Raw, UInt> {
     }
 
     /// The tail: the first byte at `alignment` after the fields, the `alignment` given to
-    /// ``make(_:_:fields:tailSize:tailAlignment:)``. The buffer neither initializes nor deinitializes it: that is the
+    /// ``capacity(tailSize:tailAlignment:)``. The buffer neither initializes nor deinitializes it: that is the
     /// owner's, and so is guarding it.
     @inline(__always)
     final func tail(alignment: Int) -> UnsafeMutableRawPointer {

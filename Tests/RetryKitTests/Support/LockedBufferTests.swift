@@ -6,6 +6,15 @@ import Testing
 /// A buffer with fields and a tail, as the bridge uses one.
 private final class TestBuffer: LockedBuffer<Int, TestFields> {
     deinit { tearDown() }
+
+    /// A buffer holding `state`, `fields` and room for a tail (created on this class, as RetryKit's subclasses do).
+    static func make(_ state: Int, fields: TestFields, tailSize: Int = 0, tailAlignment: Int = 1) -> TestBuffer {
+        let capacity = capacity(tailSize: tailSize, tailAlignment: tailAlignment)
+        let buffer = unsafeDowncast(
+            create(minimumCapacity: capacity) { _ in LockPrimitive.Raw() }, to: TestBuffer.self)
+        buffer.initialize(state, fields: fields)
+        return buffer
+    }
 }
 
 /// Fields with a reference, to see that the buffer releases them.
@@ -25,6 +34,14 @@ private struct WideState {
 
 private final class WideBuffer: LockedBuffer<WideState, SIMD2<Double>> {
     deinit { tearDown() }
+
+    /// A buffer holding `state` and `fields`.
+    static func make(_ state: WideState, fields: SIMD2<Double>) -> WideBuffer {
+        let buffer = unsafeDowncast(
+            create(minimumCapacity: capacity()) { _ in LockPrimitive.Raw() }, to: WideBuffer.self)
+        buffer.initialize(state, fields: fields)
+        return buffer
+    }
 }
 
 @Suite("LockedBuffer")
@@ -37,7 +54,7 @@ struct LockedBufferTests {
     @Test("the state is changed under the lock, the fields are read without it")
     func stateAndFields() {
         let tracker = Tracker()
-        let buffer = LockedBuffer.make(TestBuffer.self, 1, fields: TestFields(tracker: tracker, tag: 7))
+        let buffer = TestBuffer.make(1, fields: TestFields(tracker: tracker, tag: 7))
         #expect(
             buffer.withLock { state in
                 state += 41
@@ -51,8 +68,8 @@ struct LockedBufferTests {
     @Test("the tail has its size and alignment, apart from the state and the fields", arguments: [1, 8, 16, 64])
     func tail(alignment: Int) {
         let size = 3 * alignment + 5
-        let buffer = LockedBuffer.make(
-            TestBuffer.self, -1, fields: TestFields(tracker: Tracker(), tag: 9), tailSize: size,
+        let buffer = TestBuffer.make(
+            -1, fields: TestFields(tracker: Tracker(), tag: 9), tailSize: size,
             tailAlignment: alignment)
         let tail = buffer.tail(alignment: alignment)
         #expect(Int(bitPattern: tail) % alignment == 0)
@@ -66,7 +83,7 @@ struct LockedBufferTests {
 
     @Test("a state and fields aligned past a word are placed at their alignment")
     func wideAlignment() {
-        let buffer = LockedBuffer.make(WideBuffer.self, WideState(), fields: SIMD2(3, 4))
+        let buffer = WideBuffer.make(WideState(), fields: SIMD2(3, 4))
         buffer.withLock { $0.value = SIMD4(1, 2, 3, 4) }
         #expect(buffer.withLock { $0.value } == SIMD4(1, 2, 3, 4))
         #expect(buffer.field(\.self) == SIMD2(3, 4))
@@ -84,8 +101,8 @@ struct LockedBufferTests {
             let fieldsTracker = Tracker()
             inState = stateTracker
             inFields = fieldsTracker
-            let wide = LockedBuffer.make(WideBuffer.self, WideState(tracker: stateTracker), fields: .zero)
-            let buffer = LockedBuffer.make(TestBuffer.self, 0, fields: TestFields(tracker: fieldsTracker, tag: 0))
+            let wide = WideBuffer.make(WideState(tracker: stateTracker), fields: .zero)
+            let buffer = TestBuffer.make(0, fields: TestFields(tracker: fieldsTracker, tag: 0))
             #expect(wide.withLock { $0.tracker } === stateTracker)
             #expect(buffer.field(\.tracker) === fieldsTracker)
         }
@@ -96,7 +113,7 @@ struct LockedBufferTests {
     @Test("concurrent increments under the lock are none of them lost")
     func concurrentIncrements() {
         let counter = Locked(0)
-        let buffer = LockedBuffer.make(TestBuffer.self, 0, fields: TestFields(tracker: Tracker(), tag: 1))
+        let buffer = TestBuffer.make(0, fields: TestFields(tracker: Tracker(), tag: 1))
         let shared = UncheckedBox(buffer)
         let threads = 8
         let increments = 10_000
