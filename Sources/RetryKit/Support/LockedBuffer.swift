@@ -8,8 +8,8 @@
 ///
 /// Each use is a `final` subclass whose `deinit` calls ``tearDown()``, so that everything is specialized for its types
 /// (the offsets of the state and the fields are constants then). A buffer is made in two steps: `create` on the
-/// subclass, with ``capacity(tailSize:tailAlignment:)``, then ``initialize(_:fields:)``. Nothing in here runs user code: callers compute what
-/// to do inside ``withLock(_:)`` and act on it after the lock is released.
+/// subclass, with ``capacity(tailSize:tailAlignment:)``, then ``initialize(_:fields:)``. Nothing in here runs user
+/// code: callers compute what to do inside ``withLock(_:)`` and act on it after the lock is released.
 class LockedBuffer<State, Fields>: ManagedBuffer<LockPrimitive.Raw, UInt> {
     /// The capacity (in words) to create a buffer with, for a tail of `tailSize` bytes at `tailAlignment`.
     @inline(__always)
