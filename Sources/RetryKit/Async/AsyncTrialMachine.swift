@@ -45,10 +45,9 @@ final class AsyncTrialMachine: AsyncRetryMachineHolder {
 
     @usableFromInline
     func succeeded(_ number: Int, at now: Duration, observe: RetryStateMachine.ActionObserver) {
-        let action = frame.machine.attemptSucceededRefunding(number, at: now)
-        // Shown, not turned into a step: the runner returns the value either way (a step for `repeatAfter` would be an
-        // error made for nothing). The machine keeps the end of the pause; the next call asks it.
-        if case .finish = action { observe(action, frame.machine.termination) } else { observe(action, nil) }
+        // The frame's success (shown, not turned into a step: the runner returns the value either way). The machine
+        // keeps the end of a repeating run's pause; the next call asks it.
+        frame.succeeded(number, at: now, observe: observe)
     }
 
     @usableFromInline

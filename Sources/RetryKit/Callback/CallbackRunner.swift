@@ -245,7 +245,8 @@ enum CallbackTrialStep: Sendable {
     /// ``RetryStateMachine/interrupted(at:)``.
     case interrupted(RetryAttempt?)
     /// A repeating run's success: emit `attemptSucceeded` with the value, hand it to `onValue`, then arm `timer` for
-    /// the pause (always a timer, even for a zero pause, so that a run of synchronous successes cannot hold the queue).
+    /// the pause (a zero pause ends in a new block on the queue, so that a run of synchronous successes cannot hold
+    /// the queue: see `arm`).
     case repeatAfter(CallbackTrials, RetryAttempt, value: ErasedValue?, delay: Duration, timer: PendingTimer)
     /// ``CallbackStep/finish``, and stop observing the condition: the run's state, taken out of the runner's state
     /// under the lock, is released after unlocking.
@@ -936,8 +937,14 @@ package struct CallbackRunner: @unchecked Sendable {
     }
 
     /// Schedules a timer the state keeps, unless the state stopped wanting it meanwhile (cancelled, or on a concurrent
-    /// queue already past it): then it is cancelled at once.
+    /// queue already past it): then it is cancelled at once. A zero delay (only a repeating run's pause has one) arms
+    /// nothing: the timer fires from a hop to the queue, which yields the queue as well (and finds the state no longer
+    /// wanting it, if it was cancelled meanwhile).
     private func arm(_ timer: PendingTimer, after delay: Duration) {
+        if DelayMath.isZero(delay) {
+            hop { timer.fired() }
+            return
+        }
         let token: PendingTimer.Token
         switch clock {
         case .dispatch:

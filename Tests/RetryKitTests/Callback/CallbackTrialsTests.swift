@@ -203,7 +203,8 @@ extension CallbackRunnerTests {
         }
 
         @Test func aZeroPauseStillLetsTheQueueRunOtherWorkBetweenTrials() async {
-            // Each pause is a timer, even a zero one: a run of synchronous successes never holds the queue.
+            // Each pause ends in a new block on the queue, even a zero one: a run of synchronous successes never
+            // holds the queue.
             let queue = DispatchQueue(label: "callback-trials-zero-pause")
             let values = CBCounter()
             let marker = Locked<Int?>(nil)
