@@ -135,7 +135,7 @@ func imfFixdate(_ date: Date) -> String {
 }
 
 /// Polls the async `condition` every 5 ms until it holds or `limit` passes; returns whether it held.
-func eventuallyAsync(within limit: Duration = .seconds(10), _ condition: () async -> Bool) async -> Bool {
+func eventuallyAsync(within limit: Duration = .seconds(60), _ condition: () async -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + limit
     while ContinuousClock.now < deadline {
         if await condition() { return true }

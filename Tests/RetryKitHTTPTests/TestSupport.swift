@@ -106,7 +106,7 @@ func fetch(_ url: URL, in session: URLSession, timeout: TimeInterval? = nil) asy
 }
 
 /// Polls `condition` every 5 ms until it holds or `limit` passes; returns whether it held.
-func eventually(within limit: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+func eventually(within limit: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
     let deadline = ContinuousClock.now + limit
     while ContinuousClock.now < deadline {
         if condition() { return true }

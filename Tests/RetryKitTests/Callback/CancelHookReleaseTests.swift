@@ -22,7 +22,7 @@ private final class LockProbe<Value: Sendable>: Sendable {
             _ = done.isCancelled
             answered.signal()
         }
-        let free = answered.wait(timeout: .now() + 5) == .success
+        let free = answered.wait(timeout: .now() + 60) == .success
         answers.withLock { $0.append(free) }
     }
 }

@@ -106,7 +106,7 @@ struct EngineDefectTests {
             finished.signal()
         }
         // A deadlock would never signal: fail after a bounded wait instead of hanging.
-        try #require(finished.wait(timeout: .now() + 10) == .success)
+        try #require(finished.wait(timeout: .now() + 60) == .success)
 
         // The nested draw was stored first, then the outer one drew again from the advanced generator: the two delays
         // are the first two of the seeded sequence, each drawn exactly once.
@@ -139,7 +139,7 @@ struct EngineDefectTests {
             })
         handleBox.set(handle)
         queue.resume()
-        try #require(finished.wait(timeout: .now() + 10) == .success)
+        try #require(finished.wait(timeout: .now() + 60) == .success)
         #expect(outcome.get?.reason == .cancelled)
         #expect(outcome.get?.attempts == 1)
     }
