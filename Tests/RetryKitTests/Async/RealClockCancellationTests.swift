@@ -1,14 +1,15 @@
 import RetryKit
 import Testing
 
-/// Real-clock tests: task cancellation during a 10 s backoff on `ContinuousClock` must end the retrier within
-/// milliseconds. The bound asserted is 5 s, far above the few milliseconds expected (a 2-core machine at load 20+
-/// under the thread sanitizer took over 1 s), and still half the backoff: a retrier that ignored the cancellation and
-/// slept on would take 10 s.
-@Suite("Cancellation during a real 10 s backoff")
+/// Real-clock tests: task cancellation during a 60 s backoff on `ContinuousClock` must end the retrier within
+/// milliseconds. The bound asserted is 30 s, far above the few milliseconds expected (a 2-core machine at load 20+
+/// under the thread sanitizer took over 1 s; one stalled by two sanitizer runs and a build beside each other held
+/// threads for 12 s), and still half the backoff: a retrier that ignored the cancellation and slept on would take
+/// 60 s. How fast the cancel really is, `Benchmarks/` measures.
+@Suite("Cancellation during a real 60 s backoff")
 struct RealClockCancellationTests {
-    private static let backoff = Duration.seconds(10)
-    private static let bound = Duration.seconds(5)
+    private static let backoff = Duration.seconds(60)
+    private static let bound = Duration.seconds(30)
 
     /// Waits until the first attempt has failed (or started), gives the retrier a moment to start its wait, cancels the
     /// task, and checks that the task ends with `CancellationError` within ``bound`` of the cancel.
@@ -16,7 +17,7 @@ struct RealClockCancellationTests {
         after firstAttempt: AsyncSignal, of task: Task<T, any Error>, sourceLocation: SourceLocation = #_sourceLocation
     ) async throws {
         await firstAttempt.wait()
-        try await Task.sleep(for: .milliseconds(20))  // the retrier is now in its 10 s wait (or about to be)
+        try await Task.sleep(for: .milliseconds(20))  // the retrier is now in its 60 s wait (or about to be)
         let clock = ContinuousClock()
         let start = clock.now
         task.cancel()

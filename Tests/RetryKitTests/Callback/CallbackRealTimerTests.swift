@@ -45,7 +45,7 @@ extension CallbackRunnerTests {
             let recorder = CBRecorder<Int>(checking: queue)
             let handle = retry(
                 on: queue, scheduler: scheduler, operation: { _, done in done(.failure(CBError(code: 1))) },
-                strategy: { _ in .backoff(.constant(.seconds(10))) }, observer: recorder.observer,
+                strategy: { _ in .backoff(.constant(.seconds(60))) }, observer: recorder.observer,
                 completion: recorder.completion)
             #expect(await cbWait { scheduler.scheduledDelays.count == 1 })
 
@@ -54,7 +54,7 @@ extension CallbackRunnerTests {
             handle.cancel()
             #expect(await cbWait { recorder.completionCount == 1 })
             let took = clock.now - start
-            #expect(took < .milliseconds(500), "completed promptly (took \(took))")
+            #expect(took < promptBound, "completed promptly (took \(took))")
             #expect(recorder.onlyResult?.cbError is CancellationError)
             #expect(recorder.offQueue.isEmpty)
             #expect(await cbWait { scheduler.liveTokens == 0 }, "the timer was released")

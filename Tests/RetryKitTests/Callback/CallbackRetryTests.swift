@@ -679,7 +679,7 @@ extension CallbackRunnerTests {
                 scheduler.run()
                 finished.increment()
             }
-            #expect(await cbWait(timeout: .seconds(20)) { finished.count == 1 })
+            #expect(await cbWait(timeout: .seconds(120)) { finished.count == 1 })
             #expect(
                 touched.withLock { $0 }
                     == ["operation", "strategy", "custom backoff", "observer", "cancel hook", "completion"])

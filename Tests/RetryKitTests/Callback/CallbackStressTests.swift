@@ -85,7 +85,7 @@ extension CallbackRunnerTests {
                 }
             }
 
-            #expect(await cbWait(timeout: .seconds(60)) { total.count >= count }, "every retrier completed")
+            #expect(await cbWait(timeout: .seconds(120)) { total.count >= count }, "every retrier completed")
             try? await Task.sleep(for: .milliseconds(50))  // room for any second completion to show up
             let counts = completions.withLock { $0 }
             #expect(
@@ -97,7 +97,7 @@ extension CallbackRunnerTests {
             #expect(reasons.contains(.exhausted))
             #expect(operationCalls.count <= 3 * count)
             #expect(
-                await cbWait(timeout: .seconds(20)) { runners.allSatisfy { $0.object == nil } },
+                await cbWait(timeout: .seconds(120)) { runners.allSatisfy { $0.object == nil } },
                 "every runner was released (no retain cycle, no timer left behind)")
         }
 
@@ -192,10 +192,10 @@ extension CallbackRunnerTests {
                         })
                     cancelQueue.asyncAfter(deadline: .now() + .microseconds(rng.below(400))) { handle.cancel() }
                 }
-                _ = await cbWait(timeout: .seconds(60)) { total.count >= min(batch + 200, iterations) }
+                _ = await cbWait(timeout: .seconds(120)) { total.count >= min(batch + 200, iterations) }
             }
-            #expect(await cbWait(timeout: .seconds(60)) { total.count >= iterations })
-            #expect(await cbWait(timeout: .seconds(20)) { ended.count == running.count }, "every attempt's task ended")
+            #expect(await cbWait(timeout: .seconds(120)) { total.count >= iterations })
+            #expect(await cbWait(timeout: .seconds(120)) { ended.count == running.count }, "every attempt's task ended")
             try? await Task.sleep(for: .milliseconds(20))
             #expect(completions.withLock { $0 }.allSatisfy { $0 == 1 })
             #expect(wrong.count == 0)

@@ -316,7 +316,7 @@ extension CallbackRunnerTests {
                         }
                     }, observer: recorders[run].observer, completion: recorders[run].completion)
             }
-            #expect(await cbWait(timeout: .seconds(30)) { recorders.allSatisfy { $0.completionCount > 0 } })
+            #expect(await cbWait(timeout: .seconds(120)) { recorders.allSatisfy { $0.completionCount > 0 } })
             try? await Task.sleep(for: .milliseconds(20))  // a second completion, if any, would show by now
             for run in 0..<runs {
                 let recorder = recorders[run]

@@ -36,7 +36,7 @@ struct PolicyConcurrencyTests {
             condition.value = true
         }
         await flipper.value
-        #expect(await cbWait(timeout: .seconds(60)) { completions.withLock { $0.allSatisfy { $0 == 1 } } })
+        #expect(await cbWait(timeout: .seconds(120)) { completions.withLock { $0.allSatisfy { $0 == 1 } } })
         #expect(values.withLock { $0 } == (0..<runs).map { $0 })
         #expect(await cbWait { condition.observerCount == 0 })
         try? await Task.sleep(for: .milliseconds(20))

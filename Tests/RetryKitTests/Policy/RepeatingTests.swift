@@ -154,7 +154,7 @@ struct RepeatingCallbackTests {
         // Each attempt runs in a task of the cooperative pool, which a loaded machine (TSan, 20+ runnable threads) can
         // keep from running for seconds: the limit is only how long a hang takes to fail, a passing run does not wait.
         #expect(
-            await cbPump(scheduler, jumpingTimers: true, timeout: .seconds(60)) { values.withLock { $0.count } == 3 })
+            await cbPump(scheduler, jumpingTimers: true, timeout: .seconds(120)) { values.withLock { $0.count } == 3 })
         handle.cancel()
         // The cancellation reaches the completion through a hop on the scheduler: run it, so that nothing (the run,
         // its runner and the scheduler holding them) is left pending when the test ends.

@@ -227,8 +227,14 @@ final class CBRecordingScheduler<Base: RetryScheduler>: RetryScheduler {
     var liveTokens: Int { record.withLock { $0.tokens.filter { $0.object != nil }.count } }
 }
 
+/// The bound of the tests that check that a cancel ends a retrier waiting on a 60 s backoff (or an operation asleep for
+/// 60 s) promptly: half of that, so that a retrier that waited on would fail it, and far above the milliseconds a cancel
+/// takes, so that a machine stalled by load does not (one stalled by two sanitizer runs and a build beside each other
+/// held threads for 12 s). How fast the cancel really is, `Benchmarks/` measures.
+let promptBound: Duration = .seconds(30)
+
 /// Polls `condition` every millisecond until it holds or `timeout` passes; returns whether it held.
-func cbWait(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> Bool {
+func cbWait(timeout: Duration = .seconds(60), _ condition: () -> Bool) async -> Bool {
     let clock = ContinuousClock()
     let deadline = clock.now + timeout
     while !condition() {
@@ -242,7 +248,7 @@ func cbWait(timeout: Duration = .seconds(10), _ condition: () -> Bool) async -> 
 /// operations) make progress in between; with `jumpingTimers`, also moves virtual time to the next timer whenever
 /// nothing is due. Gives up after `timeout` of real time.
 func cbPump(
-    _ scheduler: VirtualScheduler, jumpingTimers: Bool = false, timeout: Duration = .seconds(10),
+    _ scheduler: VirtualScheduler, jumpingTimers: Bool = false, timeout: Duration = .seconds(60),
     until condition: () -> Bool
 ) async -> Bool {
     let clock = ContinuousClock()
