@@ -100,16 +100,22 @@ extension URLSession {
         with request: URLRequest,
         retryPolicy: HTTPRetryPolicy,
         queue: DispatchQueue? = nil,
-        observer: (@Sendable (RetryEvent<RetryResponse>) -> Void)? = nil,
-        completionHandler: @escaping @Sendable (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        observer: ((RetryEvent<RetryResponse>) -> Void)? = nil,
+        completionHandler: @escaping (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
     ) -> RetryHandle<RetryResponse> {
         let policy = retryPolicy
-        let queue = queue ?? DispatchQueue(label: "org.retrykit.http.dataTask", target: .global())
+        // On the main actor, the main queue (where its closures must run); elsewhere a serial queue of the request's own.
+        let queue =
+            queue
+            ?? (isolation === MainActor.shared
+                ? DispatchQueue.main : DispatchQueue(label: "org.retrykit.http.dataTask", target: .global()))
         let url = request.url
-        return retry(
+        return startCallbackRetrier(
             configuration: policy.configuration(),
             on: queue,
             scheduler: DispatchTimerScheduler(),
+            isolation: isolation,
             operation: { [self] _, done in
                 let task = attemptTask(for: request, policy: policy) { done($0) }
                 task.resume()

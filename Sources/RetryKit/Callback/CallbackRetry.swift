@@ -81,7 +81,6 @@ import Dispatch
 ///     the reason for giving up), attempt succeeded, finished. `nil` by default.
 ///   - completion: The result, and a ``RetrySummary`` that says how the retrier ended and how many attempts ran.
 /// - Returns: A handle to cancel the retrier or await its result. Keeping it is optional.
-@inlinable
 @discardableResult
 public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
@@ -90,131 +89,132 @@ public func retry<Value: Sendable>(
     budget: RetryBudget? = nil,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler = .dispatch,
-    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
-    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    isolation: isolated (any Actor)? = #isolation,
+    operation: @escaping (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: ((RetryEvent<Value>) -> Void)? = nil,
+    completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
     startCallbackRetrier(
         configuration: RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
-        on: queue, scheduler: scheduler, operation: operation, strategy: strategy, observer: observer,
-        completion: completion)
-}
-
-/// Starts a completion-handler retrier for a whole configuration (limits and budget): the one entry point behind every
-/// public callback `retry`, policies and the HTTP layer.
-@inlinable
-@discardableResult
-package func retry<Value: Sendable>(
-    configuration: RetryConfiguration,
-    on queue: DispatchQueue,
-    scheduler: any RetryScheduler,
-    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
-    observer: (@Sendable (RetryEvent<Value>) -> Void)?,
-    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
-) -> RetryHandle<Value> {
-    startCallbackRetrier(
-        configuration: configuration, on: queue, scheduler: scheduler, operation: operation, strategy: strategy,
+        on: queue, scheduler: scheduler, isolation: isolation, operation: operation, strategy: strategy,
         observer: observer, completion: completion)
 }
 
-/// Starts a completion-handler retrier: the one place that builds one. With `trials`, a run of trials (a gated or
-/// repeating policy) in the same runner.
+/// Starts a completion-handler retrier for a whole configuration (limits and budget), with `trials` for a run of
+/// trials (a gated or repeating policy): the one place that builds a completion-handler retrier, behind every public
+/// callback `retry`, the policies and the HTTP layer.
 ///
-/// Inlinable, like the public entry points, so that it is specialized in the caller's module for the caller's `Value`:
-/// the closures it gives the non-generic ``CallbackRunner`` are then specialized code, and neither creating the
-/// retrier nor any attempt looks up generic metadata at run time.
-@inlinable
-func startCallbackRetrier<Value: Sendable>(
+/// Where the user's closures run is decided here, once, from the caller's isolation
+/// (``callbackPlacement(queue:isolation:)``): a main-actor caller's closures run on the main queue, a nonisolated
+/// caller's on `queue`. A caller isolated to another actor gets the invalid-configuration error, delivered on that
+/// actor.
+@discardableResult
+package func startCallbackRetrier<Value: Sendable>(
     configuration: RetryConfiguration,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler,
-    operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>,
-    observer: (@Sendable (RetryEvent<Value>) -> Void)?,
-    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void,
-    trials: CallbackTrials? = nil
+    isolation: isolated (any Actor)? = #isolation,
+    operation: @escaping (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+    strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock>,
+    observer: ((RetryEvent<Value>) -> Void)?,
+    onValue: ((Value) -> Void)? = nil,
+    completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void,
+    trials: (RetryStateMachine.Trials, condition: RetryCondition?)? = nil
 ) -> RetryHandle<Value> {
-    // Every closure below captures one object, the same one, which is then the closure's context: one allocation
-    // for all of them (each closure capturing the user's closures itself would allocate a context of its own).
-    let user: CallbackUserClosures<Value>
-    if let observer {
-        user = ObservedCallbackUserClosures(operation: operation, observer: observer, completion: completion)
+    let placement = callbackPlacement(queue: queue, isolation: isolation)
+    var configuration = configuration
+    configuration.placementProblem = placement.problem
+    let machine: RetryStateMachine
+    if let (trials, _) = trials {
+        machine = RetryStateMachine(configuration, trials: trials)
     } else {
-        user = CallbackUserClosures(operation: operation, completion: completion)
+        machine = RetryStateMachine(configuration)
     }
-    var observe: (@Sendable (CallbackEvent) -> Void)?
-    if observer != nil {
-        observe = { event in user.observer?(event.typed()) }
+    let user = CallbackUserClosures(
+        operation: operation, strategy: strategy, observer: observer, onValue: onValue, completion: completion)
+    if let actor = placement.otherActor {
+        return RetryHandle(retrier: RejectedRetrier(machine: machine, user: user, actor: actor))
     }
-    let client = CallbackClient(
-        run: { attempt, sink in user.operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) },
-        strategy: strategy,
-        finish: { termination, value, duplicates in
-            let value = value?.value(as: Value.self)  // always a `Value` if set: only this operation produced it
-            if let observer = user.observer {
-                termination.forEachEvent(value: value) { event in
-                    if case .finished = event {
-                        for attempt in duplicates { observer(.duplicateCompletion(attempt)) }
-                    }
-                    observer(event)
-                }
-            }
-            user.completion(termination.result(value: value), termination.summary)
-        },
-        observe: observe)
-    let runner = CallbackRunner.start(
-        configuration: configuration, queue: queue, scheduler: scheduler, client: client, trials: trials)
-    return RetryHandle(runner: runner)
+    let runner = CallbackRunner(
+        machine: machine, user: user, condition: trials?.condition, queue: placement.queue, scheduler: scheduler)
+    runner.start()
+    return RetryHandle(retrier: runner)
 }
 
-/// The user's closures of a completion-handler retrier, in one object that the closures of its ``CallbackClient``
-/// capture (see `startCallbackRetrier`). Without an observer: one with an observer is an
-/// ``ObservedCallbackUserClosures``, so that every retrier without one keeps a smaller object (a smaller malloc size
-/// class: 16 bytes less per waiting retrier).
-@usableFromInline
-class CallbackUserClosures<Value: Sendable>: @unchecked Sendable {
-    // @unchecked Sendable: immutable (not `final`, for the subclass with an observer).
-    @usableFromInline
-    let operation: @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void
-    @usableFromInline
-    let completion: @Sendable (Result<Value, any Error>, RetrySummary) -> Void
-
-    /// The observer; `nil` here.
-    @usableFromInline
-    var observer: (@Sendable (RetryEvent<Value>) -> Void)? { nil }
-
-    @usableFromInline
-    init(
-        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
-    ) {
-        self.operation = operation
-        self.completion = completion
+/// Where a completion-handler retrier started with `queue` from `isolation` runs its user's closures, and what is
+/// wrong with that, if anything.
+///
+/// - From nonisolated code: on `queue`. The closures are not `@Sendable`: code that shares state with them must run on
+///   `queue` too (call `retry(on: queue)` from a block on `queue`), as it would with a hand-written recursion.
+/// - From the main actor: on the main queue, the main actor's executor, so that main-actor closures (a view model's,
+///   or any code of a module whose default isolation is the main actor) run where the compiler assumed they do. A
+///   queue other than `.main` is a problem: the retrier finishes with an invalid configuration, on the main queue.
+/// - From any other actor: its closures cannot run on a `DispatchQueue`. A problem: the retrier finishes with an invalid
+///   configuration, delivered on that actor (use `withRetry` or the async `retry` from actor code).
+package func callbackPlacement(
+    queue: DispatchQueue, isolation: (any Actor)?
+) -> (queue: DispatchQueue, problem: String?, otherActor: (any Actor)?) {
+    guard let isolation else { return (queue, nil, nil) }
+    if isolation === MainActor.shared {
+        if queue === DispatchQueue.main { return (queue, nil, nil) }
+        return (
+            .main,
+            "a completion-handler retrier started on the main actor runs its closures on the main queue: pass "
+                + "`on: .main` (got \(queue.label)), or start it from nonisolated code",
+            nil
+        )
     }
+    return (
+        queue,
+        "a completion-handler retrier cannot run the closures of actor \(type(of: isolation)) on a DispatchQueue: "
+            + "use withRetry or the async retry from actor code",
+        isolation
+    )
 }
 
-/// ``CallbackUserClosures`` with an observer.
-@usableFromInline
-final class ObservedCallbackUserClosures<Value: Sendable>: CallbackUserClosures<Value>, @unchecked Sendable {
-    // @unchecked Sendable: immutable.
-    @usableFromInline
-    let observerClosure: @Sendable (RetryEvent<Value>) -> Void
+/// The retrier of a caller isolated to an actor other than the main actor: finished before it started, its completion
+/// (and observer's `finished`) delivered on that actor.
+final class RejectedRetrier<Value: Sendable>: CallbackRetrier {
+    private let result: Result<Value, any Error>
 
-    @usableFromInline
-    override var observer: (@Sendable (RetryEvent<Value>) -> Void)? { observerClosure }
-
-    @usableFromInline
-    init(
-        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-        observer: @escaping @Sendable (RetryEvent<Value>) -> Void,
-        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
-    ) {
-        observerClosure = observer
-        super.init(operation: operation, completion: completion)
+    init(machine: consuming RetryStateMachine, user: CallbackUserClosures<Value>, actor: any Actor) {
+        _ = machine.start(at: .zero)  // finishes at once: the configuration has a placement problem
+        let termination =
+            machine.termination
+            ?? RetryTermination(
+                summary: RetrySummary(reason: .invalidConfiguration, attempts: 0, elapsed: .zero),
+                error: RetryError(.invalidConfiguration("internal: no termination")), failedAttempt: nil,
+                succeededAttempt: nil)
+        let result = termination.result(value: nil as Value?)
+        self.result = result
+        // The closures are isolated to `actor`: they are called there, and only there.
+        let closures = ActorConfined(user)
+        Task {
+            await Self.deliver(on: actor, closures, termination, result)
+        }
     }
+
+    private static func deliver(
+        on actor: isolated any Actor, _ closures: ActorConfined<CallbackUserClosures<Value>>,
+        _ termination: RetryTermination, _ result: Result<Value, any Error>
+    ) {
+        closures.value.observer?(.finished(termination.summary, error: termination.error))
+        closures.value.completion(result, termination.summary)
+    }
+
+    func cancel() {}
+    var isFinished: Bool { true }
+    func awaitResult(_ waiter: @escaping @Sendable (Result<Value, any Error>) -> Void) { waiter(result) }
+    var probe: CallbackRunnerProbe { CallbackRunnerProbe(self) }
+}
+
+/// A value isolated to an actor, carried to it: sound only because it is used on that actor alone (see
+/// ``RejectedRetrier``).
+struct ActorConfined<T>: @unchecked Sendable {
+    let value: T
+    init(_ value: T) { self.value = value }
 }
 
 // MARK: - Async operations retried from callback code
@@ -267,15 +267,17 @@ public func retryTask<Value: Sendable>(
     budget: RetryBudget? = nil,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler = .dispatch,
-    operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
-    strategy: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
-    observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-    completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+    isolation: isolated (any Actor)? = #isolation,
+    @_inheritActorContext operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+    strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock> = { _ in .backoff(.none) },
+    observer: ((RetryEvent<Value>) -> Void)? = nil,
+    completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
 ) -> RetryHandle<Value> {
-    retry(
-        maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget, on: queue,
-        scheduler: scheduler, operation: taskAttempt(operation), strategy: strategy, observer: observer,
-        completion: completion)
+    startCallbackRetrier(
+        configuration: RetryConfiguration(
+            maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget),
+        on: queue, scheduler: scheduler, isolation: isolation, operation: taskAttempt(operation), strategy: strategy,
+        observer: observer, completion: completion)
 }
 
 /// Adapts an `async` operation to a completion-handler attempt: runs it in a `Task` whose cancellation is the

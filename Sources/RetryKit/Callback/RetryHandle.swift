@@ -19,12 +19,11 @@ import Dispatch
 ///
 /// All members are thread-safe.
 public final class RetryHandle<Value: Sendable>: Sendable {
-    /// The engine; it does not depend on `Value`. (`package` so that tests can check it is released.)
-    package let runner: CallbackRunner
+    /// The engine. (`package` so that tests can check it is released.)
+    package let runner: any CallbackRetrier<Value>
 
-    @usableFromInline
-    init(runner: CallbackRunner) {
-        self.runner = runner
+    init(retrier: any CallbackRetrier<Value>) {
+        self.runner = retrier
     }
 
     /// Cancels the retrier.
@@ -67,27 +66,14 @@ public final class RetryHandle<Value: Sendable>: Sendable {
     /// every awaiter.
     public var value: Value {
         get async throws {
-            switch runner.outcome {
-            case .success(let value): return try Self.typed(value)
-            case .failure(let error): throw error
-            case nil: break
-            }
             let runner = self.runner
-            let value = try await withTaskCancellationHandler {
-                try await withCheckedThrowingContinuation {
-                    (continuation: CheckedContinuation<ErasedValue, any Error>) in
-                    runner.register(continuation)
+            return try await withTaskCancellationHandler {
+                try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
+                    runner.awaitResult { result in continuation.resume(with: result) }
                 }
             } onCancel: {
                 runner.cancel()
             }
-            return try Self.typed(value)
         }
-    }
-
-    /// The value cast back to `Value` (it always is one: only this retrier's operation produced it).
-    private static func typed(_ value: ErasedValue) throws -> Value {
-        guard let value = value.value(as: Value.self) else { throw RetryError(.missingResult) }  // unreachable
-        return value
     }
 }

@@ -13,6 +13,10 @@ package struct RetryConfiguration: Sendable {
     /// Whether a failure is a timeout of the operation's own (a transport's timeout, say), charged to the budget like
     /// RetryKit's attempt timeout; `nil` when only RetryKit's attempt timeout counts.
     package var isTimeout: (@Sendable (any Error) -> Bool)?
+    /// What is wrong with where a completion-handler retrier was started from (``callbackPlacement(queue:isolation:)``),
+    /// if anything: the retrier then finishes with ``RetryError/Reason-swift.enum/invalidConfiguration(_:)``, like any
+    /// other invalid configuration. `nil` for every async retrier.
+    package var placementProblem: String?
 
     @usableFromInline
     package init(
@@ -43,6 +47,7 @@ package struct RetryConfiguration: Sendable {
 
     /// A description of what is wrong, or `nil` if the configuration can run.
     package var problem: String? {
+        if let placementProblem { return placementProblem }
         if !Self.accepts(maxAttempts: maxAttempts) { return "maxAttempts must be at least 1 (got \(maxAttempts))" }
         if let t = totalTimeout, t < .zero { return "the total timeout must not be negative (got \(t))" }
         if let t = attemptTimeout, t <= .zero { return "the per-attempt timeout must be positive (got \(t))" }
@@ -451,6 +456,15 @@ package struct RetryStateMachine: Sendable {
     /// attempt of the same number keeps this beside the attempt's number.
     package var currentTrial: UInt32 {
         trialBox.isNone ? 0 : trialBox.trialNumber
+    }
+
+    /// Whether the machine waits for a wait or a pause to end (``Action/retry(after:failed:error:)``,
+    /// ``Action/repeatAfter(_:succeeded:)``): the only time a runner's wait timer is wanted.
+    package var isWaiting: Bool {
+        switch state {
+        case .waiting, .pausing: return true
+        default: return false
+        }
     }
 
     /// The number of the attempt currently running, if one is.

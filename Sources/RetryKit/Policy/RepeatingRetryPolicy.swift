@@ -68,27 +68,23 @@ public struct RepeatingRetryPolicy: Sendable {
     public func execute<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
-        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-        onValue: @escaping @Sendable (Value) -> Void,
-        completion: @escaping @Sendable (any Error) -> Void = { _ in }
+        isolation: isolated (any Actor)? = #isolation,
+        operation: @escaping (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+        observer: ((RetryEvent<Value>) -> Void)? = nil,
+        onValue: @escaping (Value) -> Void,
+        completion: @escaping (any Error) -> Void = { _ in }
     ) -> RetryHandle<Never> {
-        let trials = CallbackTrials(
-            condition: policy.effectiveCondition, repeatDelay: delay,
-            succeeded: { attempt, erased in
-                // Always a `Value`: only this operation produced it.
-                guard let value = erased.value(as: Value.self) else { return }
-                observer?(.attemptSucceeded(attempt, value))
-                onValue(value)
-            })
+        let condition = policy.effectiveCondition
         let handle = startCallbackRetrier(
-            configuration: policy.configuration, on: queue, scheduler: scheduler, operation: operation,
-            strategy: policy.strategy(on: ContinuousClock.self), observer: observer,
+            configuration: policy.configuration, on: queue, scheduler: scheduler, isolation: isolation,
+            operation: operation, strategy: policy.strategy(on: ContinuousClock.self), observer: observer,
+            onValue: onValue,
             completion: { result, _ in
                 // A repetition ends only with an error: every success pauses and starts the next trial.
                 if case .failure(let error) = result { completion(error) }
-            }, trials: trials)
-        return RetryHandle(runner: handle.runner)
+            },
+            trials: (RetryStateMachine.Trials(gated: condition != nil, repeatDelay: delay), condition))
+        return RetryHandle(retrier: RepetitionRetrier(handle.runner))
     }
 
     /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.
@@ -109,14 +105,15 @@ public struct RepeatingRetryPolicy: Sendable {
     public func executeTask<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
-        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
-        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-        onValue: @escaping @Sendable (Value) -> Void,
-        completion: @escaping @Sendable (any Error) -> Void = { _ in }
+        isolation: isolated (any Actor)? = #isolation,
+        @_inheritActorContext operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+        observer: ((RetryEvent<Value>) -> Void)? = nil,
+        onValue: @escaping (Value) -> Void,
+        completion: @escaping (any Error) -> Void = { _ in }
     ) -> RetryHandle<Never> {
         execute(
-            on: queue, scheduler: scheduler, operation: taskAttempt(operation), observer: observer, onValue: onValue,
-            completion: completion)
+            on: queue, scheduler: scheduler, isolation: isolation, operation: taskAttempt(operation),
+            observer: observer, onValue: onValue, completion: completion)
     }
 
     // MARK: - Async
@@ -209,6 +206,29 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
                     operation: sequence.operation, observer: sequence.observer)
             } catch is CancellationError {
                 return nil  // cancelled: the machine has emitted `finished`
+            }
+        }
+    }
+}
+
+/// A repetition's retrier as a ``RetryHandle``'s: a repetition never ends with a value, so its handle's value is
+/// `Never` and every await throws the error it ended with.
+final class RepetitionRetrier<Value: Sendable>: CallbackRetrier {
+    let retrier: any CallbackRetrier<Value>
+
+    init(_ retrier: any CallbackRetrier<Value>) {
+        self.retrier = retrier
+    }
+
+    func cancel() { retrier.cancel() }
+    var isFinished: Bool { retrier.isFinished }
+    var probe: CallbackRunnerProbe { retrier.probe }
+
+    func awaitResult(_ waiter: @escaping @Sendable (Result<Never, any Error>) -> Void) {
+        retrier.awaitResult { result in
+            switch result {
+            case .failure(let error): waiter(.failure(error))
+            case .success: waiter(.failure(RetryError(.invalidConfiguration("internal: a repetition ended with a value"))))
             }
         }
     }

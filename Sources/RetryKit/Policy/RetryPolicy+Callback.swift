@@ -41,19 +41,15 @@ extension RetryPolicy {
     public func execute<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
-        operation: @escaping @Sendable (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        operation: @escaping (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
+        observer: ((RetryEvent<Value>) -> Void)? = nil,
+        completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
     ) -> RetryHandle<Value> {
-        guard let condition = effectiveCondition else {
-            return retry(
-                configuration: configuration, on: queue, scheduler: scheduler, operation: operation,
-                strategy: strategy(on: ContinuousClock.self), observer: observer, completion: completion)
-        }
-        return startCallbackRetrier(
-            configuration: configuration, on: queue, scheduler: scheduler, operation: operation,
+        startCallbackRetrier(
+            configuration: configuration, on: queue, scheduler: scheduler, isolation: isolation, operation: operation,
             strategy: strategy(on: ContinuousClock.self), observer: observer, completion: completion,
-            trials: CallbackTrials(condition: condition, repeatDelay: nil, succeeded: nil))
+            trials: effectiveCondition.map { (RetryStateMachine.Trials(gated: true, repeatDelay: nil), $0) })
     }
 
     /// Runs an `async` operation with this policy from completion-handler code, calling `completion` with the result
@@ -76,12 +72,13 @@ extension RetryPolicy {
     public func executeTask<Value: Sendable>(
         on queue: DispatchQueue,
         scheduler: any RetryScheduler = .dispatch,
-        operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
-        observer: (@Sendable (RetryEvent<Value>) -> Void)? = nil,
-        completion: @escaping @Sendable (Result<Value, any Error>, RetrySummary) -> Void
+        isolation: isolated (any Actor)? = #isolation,
+        @_inheritActorContext operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Value,
+        observer: ((RetryEvent<Value>) -> Void)? = nil,
+        completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
     ) -> RetryHandle<Value> {
         execute(
-            on: queue, scheduler: scheduler, operation: taskAttempt(operation), observer: observer,
-            completion: completion)
+            on: queue, scheduler: scheduler, isolation: isolation, operation: taskAttempt(operation),
+            observer: observer, completion: completion)
     }
 }

@@ -69,13 +69,10 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
         }
     }
 
-    /// Reports `value`: stored in place if the sink takes it so (no box), otherwise boxed.
+    /// Reports `value` to the sink, typed (a sink that knows `Value` takes it as it is).
     @inlinable
     func succeeded(_ value: Value) {
-        let stored = sink.attemptSucceeded(attempt) { slot in
-            slot.initializeMemory(as: Value.self, to: value)
-        }
-        if !stored { sink.attemptSucceeded(SuccessValue(value), attempt) }
+        sink.attemptSucceeded(value: value, attempt)
     }
 
     /// Registers work to run if the attempt is abandoned: the retrier was cancelled or the attempt timed out.
@@ -128,6 +125,8 @@ extension ErasedValue {
 @usableFromInline
 package protocol AttemptSink: AnyObject, Sendable {
     /// The attempt's completion was called with a value.
+    func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt)
+    /// The attempt's completion was called with a value, boxed.
     func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt)
     /// The attempt's completion was called with a value, which `store` copies into the memory it is given (the
     /// sink's slot for a value of the attempt's type: the runner that created the completion knows the type), if the
@@ -144,6 +143,16 @@ package protocol AttemptSink: AnyObject, Sendable {
 }
 
 extension AttemptSink {
+    /// Reports a success with its value typed: stored in place if the sink takes it so, otherwise boxed. A sink that
+    /// knows the value type (the callback runner's attempt record) implements this itself.
+    @inlinable
+    package func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
+        let stored = attemptSucceeded(attempt) { slot in
+            slot.initializeMemory(as: V.self, to: value)
+        }
+        if !stored { attemptSucceeded(SuccessValue(value), attempt) }
+    }
+
     /// Values arrive boxed, to ``attemptSucceeded(_:_:)``.
     package func attemptSucceeded(_: RetryAttempt, storingWith _: (UnsafeMutableRawPointer) -> Void) -> Bool {
         false

@@ -8,41 +8,56 @@
 
 /// A value guarded by a lock: RetryKit's one lock type.
 ///
-/// The value and the lock live in one allocation (a ``LockedBuffer`` with no fields), in the manner of swift-nio's
-/// `NIOLockedValueBox`. The lock is `os_unfair_lock` on Apple platforms and a `pthread_mutex_t` elsewhere.
-/// `Synchronization.Mutex` would do the same but needs macOS 15 / iOS 18, above RetryKit's deployment targets; `NSLock`
-/// costs two more allocations and a dynamic call per operation.
+/// The value and the lock live in one allocation, in the manner of swift-nio's `NIOLockedValueBox`: a `ManagedBuffer`
+/// whose header is the value and whose one element is the lock, so that the lock has a stable address for its whole
+/// life. The lock is `os_unfair_lock` on Apple platforms and a `pthread_mutex_t` elsewhere (error-checking in debug
+/// builds, so that a lock taken twice on one thread fails an assertion instead of deadlocking). `Synchronization.Mutex`
+/// would do the same but needs macOS 15 / iOS 18, above RetryKit's deployment targets.
 ///
 /// Callers compute what to do inside ``withLock(_:)`` and act on it (resume continuations, run user code, cancel
-/// timers) after the lock is released: no user code ever runs while a RetryKit lock is held.
+/// timers, release values that may hold user objects) after the lock is released: no user code ever runs while a
+/// RetryKit lock is held.
 @usableFromInline
 package struct Locked<State>: @unchecked Sendable {
-    // @unchecked Sendable: every access to the state happens while the lock is held.
+    // @unchecked Sendable: the state is only ever accessed inside `withLock`, while the lock is held.
     private let storage: LockedStorage<State>
 
     /// A lock guarding `state`.
     package init(_ state: State) {
-        // `create` returns an instance of the class it is called on.
-        storage = unsafeDowncast(
-            LockedStorage<State>.create(minimumCapacity: LockedStorage<State>.capacity()) { _ in LockPrimitive.Raw() },
-            to: LockedStorage<State>.self)
-        storage.initialize(state, fields: ())
+        storage = LockedStorage.make(state)
     }
 
     /// Runs `body` with exclusive access to the state and returns its result.
     @inline(__always)
     package func withLock<T>(_ body: (inout State) throws -> T) rethrows -> T {
-        try storage.withLock(body)
+        try storage.withUnsafeMutablePointers { state, lock in
+            LockPrimitive.lock(lock)
+            defer { LockPrimitive.unlock(lock) }
+            return try body(&state.pointee)
+        }
     }
 }
 
-/// The one allocation behind a ``Locked``: its state and lock, no fields.
-final class LockedStorage<State>: LockedBuffer<State, Void> {
-    deinit { tearDown() }
+/// The one allocation behind a ``Locked``: the state as the header, the lock as the one element.
+final class LockedStorage<State>: ManagedBuffer<State, LockPrimitive.Raw> {
+    static func make(_ state: State) -> LockedStorage<State> {
+        let buffer = create(minimumCapacity: 1) { _ in state }
+        // `create` returns an instance of the class it is called on.
+        let storage = unsafeDowncast(buffer, to: LockedStorage<State>.self)
+        storage.withUnsafeMutablePointerToElements { LockPrimitive.initialize($0) }
+        return storage
+    }
+
+    deinit {
+        // The header (the state) is destroyed by `ManagedBuffer` itself; the element is ours.
+        withUnsafeMutablePointerToElements { LockPrimitive.destroy($0) }
+    }
 }
 
-/// The platform's lock, used in place (never moved once initialized): by ``LockedBuffer``, and by ``CallbackRunner``,
-/// which keeps one in its own buffer.
+/// The platform's lock, used in place: initialized once in a ``LockedStorage``'s element and never moved.
+///
+/// Every call's result is checked in debug builds (`assert`): a failure means a bug in RetryKit (a lock taken twice on
+/// one thread), never bad input.
 enum LockPrimitive {
     #if canImport(Darwin)
         typealias Raw = os_unfair_lock
@@ -57,7 +72,7 @@ enum LockPrimitive {
 
         @inline(__always)
         static func lock(_ lock: UnsafeMutablePointer<Raw>) {
-            os_unfair_lock_lock(lock)
+            os_unfair_lock_lock(lock)  // traps by itself on a lock taken twice on one thread
         }
 
         @inline(__always)
@@ -69,23 +84,35 @@ enum LockPrimitive {
 
         static func initialize(_ lock: UnsafeMutablePointer<Raw>) {
             lock.initialize(to: pthread_mutex_t())
-            // A default (non-recursive, non-error-checking) mutex: initialization with no attributes cannot fail.
-            _ = pthread_mutex_init(lock, nil)
+            var attributes = pthread_mutexattr_t()
+            var status = pthread_mutexattr_init(&attributes)
+            assert(status == 0, "pthread_mutexattr_init failed: \(status)")
+            #if DEBUG
+                status = pthread_mutexattr_settype(&attributes, Int32(PTHREAD_MUTEX_ERRORCHECK))
+                assert(status == 0, "pthread_mutexattr_settype failed: \(status)")
+            #endif
+            status = pthread_mutex_init(lock, &attributes)
+            assert(status == 0, "pthread_mutex_init failed: \(status)")
+            status = pthread_mutexattr_destroy(&attributes)
+            assert(status == 0, "pthread_mutexattr_destroy failed: \(status)")
         }
 
         static func destroy(_ lock: UnsafeMutablePointer<Raw>) {
-            _ = pthread_mutex_destroy(lock)
+            let status = pthread_mutex_destroy(lock)
+            assert(status == 0, "pthread_mutex_destroy failed: \(status)")
             lock.deinitialize(count: 1)
         }
 
         @inline(__always)
         static func lock(_ lock: UnsafeMutablePointer<Raw>) {
-            _ = pthread_mutex_lock(lock)
+            let status = pthread_mutex_lock(lock)
+            assert(status == 0, "pthread_mutex_lock failed: \(status) (a RetryKit lock taken twice on one thread?)")
         }
 
         @inline(__always)
         static func unlock(_ lock: UnsafeMutablePointer<Raw>) {
-            _ = pthread_mutex_unlock(lock)
+            let status = pthread_mutex_unlock(lock)
+            assert(status == 0, "pthread_mutex_unlock failed: \(status)")
         }
     #endif
 }

@@ -78,7 +78,7 @@ struct BudgetBoundTests {
         let reasons = Locked<[RetryError.Reason]>([])
         let kept = CBKeeper<Int>()
         for _ in 0..<20 {
-            retry(
+            startCallbackRetrier(
                 configuration: RetryConfiguration(maxAttempts: 10, attemptTimeout: .seconds(1), budget: budget),
                 on: queue, scheduler: scheduler,
                 operation: { (_, done: AttemptCompletion<Int>) in kept.keep(done) },  // never completes

@@ -543,7 +543,7 @@ extension CallbackRunnerTests {
 
         // MARK: - Hops, timers and the API's shape
 
-        @Test func zeroDelayArmsNoTimerAndSynchronousResultsNeedNoHop() {
+        @Test func zeroDelayArmsNoTimerAndEveryAttemptStartsInABlockOfItsOwn() {
             let scheduler = CBRecordingScheduler(VirtualScheduler())
             let recorder = CBRecorder<Int>()
             retry(
@@ -557,7 +557,9 @@ extension CallbackRunnerTests {
             #expect(recorder.onlyResult?.cbValue == 4)
             #expect(scheduler.scheduledDelays.isEmpty, "a zero delay arms no timer")
             #expect(
-                scheduler.executeCount == 1, "one hop to start; results given before the operation returns need none")
+                scheduler.executeCount == 4,
+                "one hop to start, one per zero wait (every attempt starts in a new block); results given before the "
+                    + "operation returns need none of their own")
             #expect(scheduler.base.now == .zero)
             let zero = Duration.zero
             #expect(
@@ -567,7 +569,7 @@ extension CallbackRunnerTests {
                 ])
         }
 
-        @Test func laterResultsHopOncePerAttempt() {
+        @Test func laterResultsHopOncePerAttemptAndEveryRetryStartsInABlockOfItsOwn() {
             let scheduler = CBRecordingScheduler(VirtualScheduler())
             let recorder = CBRecorder<Int>()
             retry(
@@ -582,7 +584,9 @@ extension CallbackRunnerTests {
 
             #expect(recorder.onlyResult?.cbValue == 4)
             #expect(scheduler.scheduledDelays.isEmpty)
-            #expect(scheduler.executeCount == 1 + 4, "one hop to start, one per attempt's result")
+            #expect(
+                scheduler.executeCount == 1 + 4 + 3,
+                "one hop to start, one per attempt's result, one per zero wait before a retry")
         }
 
         @Test func aLongRunOfSynchronousFailuresDoesNotGrowTheStack() {

@@ -1,0 +1,191 @@
+import Dispatch
+
+// What a completion-handler retrier keeps: the state behind its lock, the record of each attempt, and its timers.
+// `CallbackRunner.swift` has the runner that feeds the machine and carries out its actions.
+
+/// Which attempt something belongs to: its number and its trial (``RetryStateMachine/currentTrial``; 0 for a plain
+/// retrier). Attempts are numbered from 1 in every trial of a run of trials, so the number alone is not enough.
+struct AttemptID: Equatable, Sendable {
+    let number: Int
+    let trial: UInt32
+}
+
+/// The user's closures of one retrier. Not `Sendable`: they may be isolated to the main actor or confined to the
+/// retrier's queue, and the runner only calls them in blocks on that queue (see ``CallbackRunner``). They stay in the
+/// runner's state until the completion has run, then they are released (on the queue).
+struct CallbackUserClosures<Value: Sendable> {
+    let operation: (RetryAttempt, AttemptCompletion<Value>) -> Void
+    let strategy: (any Error) -> RetryStrategy<ContinuousClock>
+    let observer: ((RetryEvent<Value>) -> Void)?
+    /// A repeating run's handler of each success; `nil` for a run that ends with its first success.
+    let onValue: ((Value) -> Void)?
+    let completion: (Result<Value, any Error>, RetrySummary) -> Void
+}
+
+/// Everything about a retrier that changes, behind its lock. Only ``CallbackRunner`` touches it.
+struct CallbackRunnerState<Value: Sendable> {
+    /// The engine: counts attempts, chooses delays, decides when to stop.
+    var machine: RetryStateMachine
+    /// The user's closures, until the completion runs.
+    var user: CallbackUserClosures<Value>?
+    /// The result, once the completion has run: what late awaits of ``RetryHandle/value`` receive.
+    var outcome: Result<Value, any Error>?
+    /// The record of the attempt whose operation is being called right now, if any: a result that arrives before the
+    /// operation returns waits in ``early`` until it does.
+    var calling: CallbackAttempt<Value>?
+    var early: Result<Value, any Error>?
+    /// The value of the attempt that succeeded last, until the completion (or a repeating run's `onValue`) takes it.
+    var value: Value?
+    /// The cancel hook of the current attempt, while the attempt is current and its completion was not called.
+    var hook: (id: AttemptID, run: @Sendable () -> Void)?
+    /// The one timer the retrier may have pending: the current attempt's timeout, or the wait before the next attempt.
+    var timer: PendingTimer?
+    /// Tasks awaiting ``RetryHandle/value``, resumed once the completion has run.
+    var waiters: [@Sendable (Result<Value, any Error>) -> Void] = []
+    /// A gated run's registration with its condition, until the run finishes.
+    var observation: RetryConditionObservation?
+
+    init(machine: RetryStateMachine, user: CallbackUserClosures<Value>) {
+        self.machine = machine
+        self.user = user
+    }
+
+    /// The identity of the attempt the machine is running, if it runs one.
+    var currentAttempt: AttemptID? {
+        machine.currentAttempt.map { AttemptID(number: $0, trial: machine.currentTrial) }
+    }
+
+    /// Whether the machine still wants `timer`: an attempt's timeout while that attempt runs, a wait while it waits.
+    func wants(_ timer: PendingTimer) -> Bool {
+        switch timer.purpose {
+        case .wait: return machine.isWaiting
+        case .timeout(let id): return currentAttempt == id
+        }
+    }
+
+    /// Keeps `timer` as the pending timer. A timer still pending is never overwritten: it is returned, to be
+    /// cancelled after unlocking (the machine never asks for a second timer while one is wanted, so this returns the
+    /// previous timer only if it was no longer wanted anyway).
+    mutating func keep(_ timer: PendingTimer) -> PendingTimer? {
+        let previous = self.timer.take()
+        self.timer = timer
+        return previous
+    }
+
+    /// Takes out what the machine no longer wants after an input: the hook of an attempt that is no longer current,
+    /// and a timer it no longer waits for. Both are released or cancelled by the caller, after unlocking.
+    mutating func takeUnwanted() -> Leftovers {
+        var leftovers = Leftovers()
+        if let hook, hook.id != currentAttempt { leftovers.hook = self.hook.take()?.run }
+        if let timer, !wants(timer) { leftovers.timer = self.timer.take() }
+        return leftovers
+    }
+}
+
+/// What an input took out of the state: a cancel hook to run (its attempt was abandoned) and a timer to cancel.
+struct Leftovers {
+    var hook: (@Sendable () -> Void)?
+    var timer: PendingTimer?
+
+    /// Runs the hook and cancels the timer: after unlocking.
+    consuming func discard() {
+        hook?()
+        timer?.cancel()
+    }
+}
+
+/// A timer the runner has armed, known by its identity: a timer that fires after the state stopped holding it does
+/// nothing.
+final class PendingTimer: @unchecked Sendable {
+    // @unchecked Sendable: `token` is set once, under the runner's lock while the state holds this timer, and read in
+    // `cancel()` after the timer was taken out of the state under the same lock, which orders the two.
+
+    enum Purpose: Equatable {
+        /// The wait before the next attempt (or a repeating run's pause).
+        case wait
+        /// The timeout of an attempt.
+        case timeout(AttemptID)
+    }
+
+    let purpose: Purpose
+    /// The scheduler's handle; `nil` before it is armed and for a zero wait (a hop to the queue, which cannot be
+    /// called off: it finds the timer no longer wanted).
+    var token: (any RetryCancellable)?
+
+    init(_ purpose: Purpose) {
+        self.purpose = purpose
+    }
+
+    /// Calls the timer off. Harmless after it fired and before it was armed.
+    func cancel() {
+        token?.cancel()
+    }
+}
+
+/// The record of one attempt, and the sink of its ``AttemptCompletion``s. Held by the completions (and by the runner
+/// while it calls the operation): when the last copy of the completion is released uncalled, `deinit` tells the runner,
+/// which fails the attempt with ``RetryError/Reason-swift.enum/completionReleased`` if it is still current.
+final class CallbackAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
+    // @unchecked Sendable: `calls` is only accessed while the runner's lock is held, except in `deinit`, which runs
+    // after every other holder has let go. Everything else is immutable.
+
+    /// What became of the completion's first call.
+    enum Calls {
+        /// Not called yet.
+        case none
+        /// Called while its attempt was current: that call was the attempt's result.
+        case result
+        /// Called after its attempt had ended, or the attempt ended without a call: nothing more is reported.
+        case ignored
+    }
+
+    let runner: CallbackRunner<Value>
+    let id: AttemptID
+    /// Under the runner's lock.
+    var calls = Calls.none
+
+    init(runner: CallbackRunner<Value>, id: AttemptID) {
+        self.runner = runner
+        self.id = id
+    }
+
+    deinit {
+        if case .none = calls { runner.released(id) }
+    }
+
+    func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
+        // Always a `Value`: only an `AttemptCompletion<Value>` reports to this record.
+        guard let value = value as? Value else { return attemptFailed(RetryError(.missingResult), attempt) }
+        runner.complete(self, .success(value), attempt)
+    }
+
+    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
+        guard let value = value.value(as: Value.self) else { return attemptFailed(RetryError(.missingResult), attempt) }
+        runner.complete(self, .success(value), attempt)
+    }
+
+    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
+        runner.complete(self, .failure(error), attempt)
+    }
+
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
+        runner.setCancelHook(hook, of: self)
+    }
+
+    func isAbandoned(_ attempt: RetryAttempt) -> Bool {
+        runner.isAbandoned(self)
+    }
+}
+
+/// A weak reference to a runner (see ``CallbackRetrier/probe``), for tests that check a finished retrier is released.
+package struct CallbackRunnerProbe: @unchecked Sendable {
+    // @unchecked Sendable: a weak reference, only ever read (to learn whether the runner is gone).
+    private weak var runner: AnyObject?
+
+    init(_ runner: AnyObject) {
+        self.runner = runner
+    }
+
+    /// The runner while it is alive; `nil` once it has been released.
+    package var object: AnyObject? { runner }
+}
