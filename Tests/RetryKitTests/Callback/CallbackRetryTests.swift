@@ -558,8 +558,7 @@ extension CallbackRunnerTests {
             #expect(scheduler.scheduledDelays.isEmpty, "a zero delay arms no timer")
             #expect(
                 scheduler.executeCount == 4,
-                "one hop to start, one per zero wait (every attempt starts in a new block); results given before the "
-                    + "operation returns need none of their own")
+                "one hop to start, one per zero wait (every attempt in a new block); no hop for early results")
             #expect(scheduler.base.now == .zero)
             let zero = Duration.zero
             #expect(
