@@ -52,7 +52,8 @@ struct CallbackRunnerState<Value: Sendable> {
 
     /// The identity of the attempt the machine is running, if it runs one.
     var currentAttempt: AttemptID? {
-        machine.currentAttempt.map { AttemptID(number: $0, trial: machine.currentTrial) }
+        guard let number = machine.currentAttempt else { return nil }
+        return AttemptID(number: number, trial: machine.currentTrial)
     }
 
     /// Whether the machine still wants `timer`: an attempt's timeout while that attempt runs, a wait while it waits.
