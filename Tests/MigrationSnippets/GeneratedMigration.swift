@@ -583,7 +583,7 @@ struct MyFatalError: Error {}
 
 let signedIn = RetryCondition(true)  // set `signedIn.value` as the state changes; any AsyncSequence<Bool> works too
 
-let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
+let policy = RetryPlan.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
     .onlyWhen(signedIn)
     .giveUpAfter(maxAttempts: 10)
     .giveUpAfter(totalTimeout: .seconds(30))
@@ -606,7 +606,7 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 // Migration.md:957: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
 #sourceLocation(file: "Migration.md", line: 957)
-let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
+let policy = RetryPlan.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
 } completion: { result, _ in

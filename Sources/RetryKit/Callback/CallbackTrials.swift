@@ -1,5 +1,5 @@
-/// What a run of trials (a policy gated by ``RetryPolicy/onlyWhen(_:)``, or repeating with
-/// ``RetryPolicy/repeating(withDelay:)``) adds to a completion-handler retrier: the condition it observes, the typed
+/// What a run of trials (a policy gated by ``RetryPlan/onlyWhen(_:)``, or repeating with
+/// ``RetryPlan/repeating(withDelay:)``) adds to a completion-handler retrier: the condition it observes, the typed
 /// handler of a repeating run's successes, and the registration with the condition that carrying out ``RetryStateMachine``'s trial actions
 /// needs. The machine decides everything (when a trial starts, is interrupted, pauses, how the run ends); this only
 /// holds what its actions are carried out with.
