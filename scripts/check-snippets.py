@@ -37,8 +37,8 @@ KIND, `in:TYPE` and `with:` are optional. KIND is one of:
 With `in:TYPE` the wrapper is put in `extension TYPE { … }`, so that unqualified names resolve to TYPE's nested
 declarations first: a block that continues the `decl` block NAME is compiled `in:NAME`. `with:NAME,…` names further
 blocks a fragment needs. `import Alamofire` is compiled as `import AlamofireStandIn` (Tests/AlamofireStandIn, the
-Alamofire names the "before" code uses), beside the library modules, so that a RetryKit type named like one of
-Alamofire's makes the block ambiguous and fails; `import SwiftRetrier` is dropped.
+Alamofire names the "before" code uses), beside the library modules, so that the block compiles as a user's file
+that imports both does; `import SwiftRetrier` is dropped.
 
 Without a comment a block gets KIND body and an automatic NAME (`migrationSnippet3`). A fence written
 ```swift skip (or ```swift no-compile) is skipped too. Leading `import` lines (and `#if canImport(…)` groups of

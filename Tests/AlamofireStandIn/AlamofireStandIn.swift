@@ -1,9 +1,10 @@
 // A stand-in for Alamofire, for CI only (not a product): the public names and signatures that Migration.md's "before"
 // code uses. scripts/check-snippets.py compiles a snippet's `import Alamofire` as `import AlamofireStandIn`, so the
-// Alamofire section compiles in a file that imports this module beside RetryKit, RetryKitHTTP and RetryKitTesting: a
-// RetryKit type named like one of these (as `RetryPolicy` once was) makes that file ambiguous and CI fails (issue 27,
-// point 4). scripts/check-name-clashes.py checks every name of the real package; this module only has the ones the
-// guide writes. Written from Alamofire 5's documented API, with none of its behaviour: nothing here sends a request.
+// Alamofire section compiles in a file that imports this module beside RetryKit, RetryKitHTTP and RetryKitTesting, and
+// Tests/MigrationSnippets/AlamofireBesideRetryKit.swift writes each of these names as a type there: a RetryKit type
+// named like one of them (as `RetryPolicy` once was) makes it ambiguous and CI fails (issue 27, point 4).
+// scripts/check-name-clashes.py checks every name of the real package; this module only has the ones the guide uses.
+// Written from Alamofire 5's documented API, with none of its behaviour: nothing here sends a request.
 
 import Foundation
 
