@@ -30,7 +30,10 @@ let package = Package(
         .testTarget(name: "DemoTests", dependencies: ["retrykit-demo", "RetryKitTesting"]),
         // The code blocks of Migration.md, README.md and the DocC articles, extracted by scripts/check-snippets.py.
         .testTarget(
-            name: "MigrationSnippets", dependencies: ["RetryKit", "RetryKitHTTP", "RetryKitTesting"],
+            name: "MigrationSnippets",
+            dependencies: ["RetryKit", "RetryKitHTTP", "RetryKitTesting", "AlamofireStandIn"],
             path: "Tests/MigrationSnippets"),
+        // Alamofire's names that Migration.md's "before" code uses, so that it compiles beside RetryKit (not a product).
+        .target(name: "AlamofireStandIn", path: "Tests/AlamofireStandIn"),
     ]
 )

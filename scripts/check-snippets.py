@@ -35,9 +35,10 @@ KIND, `in:TYPE` and `with:` are optional. KIND is one of:
     skip  the block is not compiled (for Package.swift excerpts or another library's code).
 
 With `in:TYPE` the wrapper is put in `extension TYPE { … }`, so that unqualified names resolve to TYPE's nested
-declarations first: a block that continues the `decl` block NAME is compiled `in:NAME`, and "before" code that uses
-Alamofire `in:Alamofire`, whose placeholders shadow RetryKit's names. `with:NAME,…` names further blocks a fragment
-needs. Imports of Alamofire and SwiftRetrier are dropped.
+declarations first: a block that continues the `decl` block NAME is compiled `in:NAME`. `with:NAME,…` names further
+blocks a fragment needs. `import Alamofire` is compiled as `import AlamofireStandIn` (Tests/AlamofireStandIn, the
+Alamofire names the "before" code uses), beside the library modules, so that the block compiles as a user's file
+that imports both does; `import SwiftRetrier` is dropped.
 
 Without a comment a block gets KIND body and an automatic NAME (`migrationSnippet3`). A fence written
 ```swift skip (or ```swift no-compile) is skipped too. Leading `import` lines (and `#if canImport(…)` groups of
@@ -63,10 +64,11 @@ FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<fence>`{3,}|~{3,})(?P<info>.*)$")
 ANNOTATION = re.compile(r"^\s*<!--\s*snippet:\s*(?P<args>.*?)\s*-->\s*$")
 FRAGMENT = re.compile(r"^\s*//\s*Fragment:\s*\S")
 IDENTIFIER = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-# Modules the "before" code imports that are not dependencies: their import lines are dropped, and
-# Tests/MigrationSnippets/Placeholders.swift declares the names the snippets use (compile those snippets `in:` the
-# stand-in namespace).
-STAND_IN_IMPORT = re.compile(r"^\s*import\s+(Alamofire|SwiftRetrier)\s*$")
+# Modules the "before" code imports that are not dependencies: an import of a module of STAND_IN_MODULES is compiled
+# as an import of the stand-in module (a target of Package.swift), other import lines of DROPPED_IMPORT are dropped.
+STAND_IN_MODULES = {"Alamofire": "AlamofireStandIn"}
+STAND_IN_IMPORT = re.compile(r"^\s*import\s+(?P<module>" + "|".join(STAND_IN_MODULES) + r")\s*$")
+DROPPED_IMPORT = re.compile(r"^\s*import\s+(SwiftRetrier)\s*$")
 PREAMBLE = re.compile(r"^\s*(@\w+(\(.*\))?\s+)*import\s+\w+|^#if\s+canImport\(\w+\)|^#endif\b")
 
 LIBRARY_MODULES = ("RetryKit", "RetryKitHTTP", "RetryKitTesting")
@@ -283,7 +285,14 @@ def imports(snippet):
         groups, _ = split_preamble(snippet.lines)
     except SnippetError as error:
         raise SnippetError(f"{snippet.source}:{snippet.line}: {error}")
-    return [g for g in groups if not STAND_IN_IMPORT.match(g[0])]
+    kept = []
+    for group in groups:
+        stand_in = STAND_IN_IMPORT.match(group[0])
+        if stand_in:
+            group = (f"import {STAND_IN_MODULES[stand_in.group('module')]}",)
+        if not DROPPED_IMPORT.match(group[0]) and group not in kept:
+            kept.append(group)
+    return kept
 
 
 def render(path, snippets):
@@ -324,9 +333,11 @@ def modules_directory():
     except (OSError, subprocess.CalledProcessError) as error:
         raise SnippetError(f"cannot ask SwiftPM for its build directory: {error}")
     for candidate in (pathlib.Path(bin_path) / "Modules", pathlib.Path(bin_path)):
-        if all((candidate / f"{module}.swiftmodule").exists() for module in LIBRARY_MODULES):
+        if all((candidate / f"{module}.swiftmodule").exists()
+               for module in LIBRARY_MODULES + tuple(STAND_IN_MODULES.values())):
             return candidate
-    raise SnippetError(f"no built {', '.join(LIBRARY_MODULES)} modules in {bin_path}: run `swift build` first")
+    modules = LIBRARY_MODULES + tuple(STAND_IN_MODULES.values())
+    raise SnippetError(f"no built {', '.join(modules)} modules in {bin_path}: run `swift build` first")
 
 
 def typecheck_source(snippet, by_name):

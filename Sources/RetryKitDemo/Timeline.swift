@@ -82,7 +82,7 @@ final class Timeline: Sendable {
     static func ms(_ d: Duration) -> String {
         let parts = d.components
         let millis = Double(parts.seconds) * 1_000 + Double(parts.attoseconds) / 1e15
-        return "\(Int(millis.rounded())) ms"
+        return "\(Int64(millis.rounded())) ms"  // Int64: a 32-bit Int ends at 24.8 days of milliseconds
     }
 
     static func pad(_ s: String, _ width: Int) -> String {

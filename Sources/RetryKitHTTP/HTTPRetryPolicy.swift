@@ -108,7 +108,7 @@ public struct HTTPRetryPolicy: Sendable {
     /// 30 seconds by default. With the default retry limit the delays (0.5 s, 1 s) never reach it; it keeps a raised
     /// ``retryLimit`` from growing waits without bound.
     public var maxDelay: Duration?
-    /// How backoff delays are spread: a `RetryJitter`, the choice `RetryPolicy` uses too. `.full` by default.
+    /// How backoff delays are spread: a `RetryJitter`, the choice `RetryPlan` uses too. `.full` by default.
     ///
     /// Alamofire waits exactly `scale·baseⁿ`, so every client that failed at the same moment (a server restart, a
     /// network blip) retries at the same moment again. Full jitter spreads those retries over the whole interval; in

@@ -54,7 +54,7 @@ func callbackStyle(queue: DispatchQueue, budget: RetryBudget) {
 }
 
 func policyStyle(queue: DispatchQueue) {
-    let policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 3)
+    let policy = RetryPlan.noDelay.giveUpAfter(maxAttempts: 3)
     policy.execute(on: queue) { _, done in
         legacyLoad { value, error in done(value, error) }
     } completion: { (result: Result<Int, any Error>, _) in

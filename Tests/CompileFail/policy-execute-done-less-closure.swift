@@ -9,7 +9,7 @@ func legacyLoad(_ completion: @escaping @Sendable (Int?, (any Error)?) -> Void) 
 }
 
 func load(queue: DispatchQueue) {
-    let policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 3)
+    let policy = RetryPlan.noDelay.giveUpAfter(maxAttempts: 3)
     policy.execute(on: queue) { _ in
         legacyLoad { value, error in print(value as Any, error as Any) }
     } completion: { result in

@@ -8,7 +8,7 @@ func legacyLoad(_ completion: @escaping @Sendable (Int?, (any Error)?) -> Void) 
 }
 
 func poll(queue: DispatchQueue) {
-    RetryPolicy.noDelay.repeating(withDelay: .seconds(30)).execute(on: queue) { _ in
+    RetryPlan.noDelay.repeating(withDelay: .seconds(30)).execute(on: queue) { _ in
         legacyLoad { value, error in print(value as Any, error as Any) }
     } onValue: { value in
         print(value)

@@ -13,9 +13,11 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Migration.md:39: RecursiveForecastClient (decl)
+import AlamofireStandIn
+
+// Migration.md:40: RecursiveForecastClient (decl)
 struct RecursiveForecastClient {
-#sourceLocation(file: "Migration.md", line: 39)
+#sourceLocation(file: "Migration.md", line: 40)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
 
@@ -40,9 +42,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:88: ForecastClientStep1 (decl)
+// Migration.md:89: ForecastClientStep1 (decl)
 struct ForecastClientStep1 {
-#sourceLocation(file: "Migration.md", line: 88)
+#sourceLocation(file: "Migration.md", line: 89)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
     let queue = DispatchQueue(label: "forecast-client")
@@ -93,9 +95,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:171: ForecastClientStep2 (decl)
+// Migration.md:172: ForecastClientStep2 (decl)
 struct ForecastClientStep2 {
-#sourceLocation(file: "Migration.md", line: 171)
+#sourceLocation(file: "Migration.md", line: 172)
 final class ForecastClient: Sendable {
     let session: URLSession
     let queue = DispatchQueue(label: "forecast-client")
@@ -148,10 +150,10 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:232: forecastClientCancel (body)
+// Migration.md:233: forecastClientCancel (body)
 extension ForecastClientStep2 {
     func forecastClientCancel() async throws {
-#sourceLocation(file: "Migration.md", line: 232)
+#sourceLocation(file: "Migration.md", line: 233)
 // Fragment: uses the ForecastClient of step 2, and `profileURL` and `show` of your app.
 let client = ForecastClient()
 let handle = client.request(URLRequest(url: profileURL)) { result, summary in
@@ -163,10 +165,10 @@ handle.cancel()  // the attempt's URLSessionTask is cancelled; the completion ge
     }
 }
 
-// Migration.md:261: forecastClientRetriesUntil200 (test)
+// Migration.md:262: forecastClientRetriesUntil200 (test)
 extension ForecastClientStep2 {
     @Test("Migration.md: forecastClientRetriesUntil200") func forecastClientRetriesUntil200() async throws {
-#sourceLocation(file: "Migration.md", line: 261)
+#sourceLocation(file: "Migration.md", line: 262)
 // Fragment: the body of a Swift Testing test (`import Testing`), using the ForecastClient of step 2.
 let server = try ScriptedHTTPServer()
 defer { server.stop() }
@@ -186,9 +188,9 @@ _ = try await handle.value  // an async test can await the callback retrier
     }
 }
 
-// Migration.md:294: ProfileStoreToday (decl)
+// Migration.md:295: ProfileStoreToday (decl)
 struct ProfileStoreToday {
-#sourceLocation(file: "Migration.md", line: 294)
+#sourceLocation(file: "Migration.md", line: 295)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -215,10 +217,10 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:338: ProfileStoreWithRetry (decl)
+// Migration.md:339: ProfileStoreWithRetry (decl)
 extension ProfileStoreToday {
     struct ProfileStoreWithRetry {
-#sourceLocation(file: "Migration.md", line: 338)
+#sourceLocation(file: "Migration.md", line: 339)
 // Fragment: uses the ProfileStore above.
 func profile(store: ProfileStore, id: Int) async throws -> Profile {
     try await withRetry(maxAttempts: 4) { attempt, done in
@@ -231,10 +233,10 @@ func profile(store: ProfileStore, id: Int) async throws -> Profile {
     }
 }
 
-// Migration.md:358: profileStoreAwaitHandle (body)
+// Migration.md:359: profileStoreAwaitHandle (body)
 extension ProfileStoreToday {
     func profileStoreAwaitHandle() async throws {
-#sourceLocation(file: "Migration.md", line: 358)
+#sourceLocation(file: "Migration.md", line: 359)
 // Fragment: uses the ProfileStore above, and `api` and `show` of your app.
 let store = ProfileStore(api: api)
 let profile = try await store.profile(id: 42) { _ in }.value
@@ -243,9 +245,9 @@ show(profile)
     }
 }
 
-// Migration.md:377: ProfileStoreAsyncAPI (decl)
+// Migration.md:378: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 377)
+#sourceLocation(file: "Migration.md", line: 378)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -272,9 +274,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:408: ProfileStoreAsync (decl)
+// Migration.md:409: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 408)
+#sourceLocation(file: "Migration.md", line: 409)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -297,9 +299,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:456: sameDecisionsInEveryStyle (test)
+// Migration.md:457: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 456)
+#sourceLocation(file: "Migration.md", line: 457)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> where C.Duration == Duration {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
@@ -351,10 +353,9 @@ let asyncResult = try await retry(maxAttempts: 4, clock: InstantClock()) { attem
 #sourceLocation()
 }
 
-// Migration.md:525: alamofireBefore (body)
-extension Alamofire {
-    func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 525)
+// Migration.md:526: alamofireBefore (body)
+func alamofireBefore() async throws {
+#sourceLocation(file: "Migration.md", line: 526)
 // Fragment: Alamofire code, before the migration.
 
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -369,20 +370,19 @@ session.request("https://api.example.com/profiles/42")
         }
     }
 #sourceLocation()
-    }
 }
 
-// Migration.md:548: alamofireAfterPolicy (body)
+// Migration.md:549: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 548)
+#sourceLocation(file: "Migration.md", line: 549)
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 print(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
-// Migration.md:595: alamofireCompatibleDelays (test)
+// Migration.md:596: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 595)
+#sourceLocation(file: "Migration.md", line: 596)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -390,9 +390,9 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:609: httpPolicyDecisions (test)
+// Migration.md:610: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 609)
+#sourceLocation(file: "Migration.md", line: 610)
 // A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
 func describe(
     _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
@@ -422,9 +422,9 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:651: urlSessionAsync (body)
+// Migration.md:652: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 651)
+#sourceLocation(file: "Migration.md", line: 652)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -440,9 +440,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:677: urlSessionCallback (body)
+// Migration.md:678: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 677)
+#sourceLocation(file: "Migration.md", line: 678)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> RetryHandle<URLSession.RetryResponse>
@@ -462,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:709: httpPolicyWithAsyncRetry (body)
+// Migration.md:710: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 709)
+#sourceLocation(file: "Migration.md", line: 710)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -484,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:741: asyncLibraryCallSites (body)
+// Migration.md:742: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 741)
+#sourceLocation(file: "Migration.md", line: 742)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -516,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:777: AsyncLibraryAnyClock (decl)
+// Migration.md:778: AsyncLibraryAnyClock (decl)
 struct AsyncLibraryAnyClock {
-#sourceLocation(file: "Migration.md", line: 777)
+#sourceLocation(file: "Migration.md", line: 778)
 func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
     try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
         try await operation()
@@ -538,9 +538,9 @@ where C.Duration == Duration {
 #sourceLocation()
 }
 
-// Migration.md:856: asyncLibraryDifferences (test)
+// Migration.md:857: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 856)
+#sourceLocation(file: "Migration.md", line: 857)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -575,15 +575,15 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:926: swiftRetrierAfter (body)
+// Migration.md:927: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 926)
+#sourceLocation(file: "Migration.md", line: 927)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
 let signedIn = RetryCondition(true)  // set `signedIn.value` as the state changes; any AsyncSequence<Bool> works too
 
-let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
+let policy = RetryPlan.exponentialBackoff()  // 0.5 s · 2ˣ, capped at 60 s, full jitter, as SwiftRetrier
     .onlyWhen(signedIn)
     .giveUpAfter(maxAttempts: 10)
     .giveUpAfter(totalTimeout: .seconds(30))
@@ -603,10 +603,10 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:957: swiftRetrierCallbacks (body)
+// Migration.md:958: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 957)
-let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
+#sourceLocation(file: "Migration.md", line: 958)
+let policy = RetryPlan.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
 } completion: { result, _ in
@@ -616,9 +616,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:986: swiftRetrierToday (body)
+// Migration.md:987: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 986)
+#sourceLocation(file: "Migration.md", line: 987)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

@@ -89,7 +89,7 @@ func fetchFeed() async throws -> [String] { ["news"] }
 let feedBudget = RetryBudget()  // 500 tokens, 5 per retry: at most 100 retries while everything fails
 
 func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
-    let policy = RetryPolicy.exponentialBackoff()  // 0.5 s · 2ˣ, 60 s cap, full jitter
+    let policy = RetryPlan.exponentialBackoff()  // 0.5 s · 2ˣ, 60 s cap, full jitter
         .giveUpAfter(maxAttempts: 5)
         .giveUpOnErrors { $0 is Unauthorized }
         .onlyWhen(online)                           // no attempts while offline; starts afresh when back

@@ -1,8 +1,8 @@
-// Placeholders for the code that the documentation's fragments talk about: "your" model types and APIs, and the parts
-// of Alamofire that the "before" code uses. Only the names and signatures matter. A block that uses them says so on its
-// first line of code (`// Fragment: …`); `scripts/check-snippets.py --typecheck` compiles such a block with this file
-// and nothing else but its own imports, every other block on its own. This file must not use anything that RetryKit
-// does not make public.
+// Placeholders for the code that the documentation's fragments talk about: "your" model types and APIs. Only the
+// names and signatures matter. A block that uses them says so on its first line of code (`// Fragment: …`);
+// `scripts/check-snippets.py --typecheck` compiles such a block with this file and nothing else but its own imports,
+// every other block on its own. This file must not use anything that RetryKit does not make public. The parts of
+// Alamofire that the "before" code uses are a module of their own, Tests/AlamofireStandIn.
 
 import Dispatch
 import Foundation
@@ -54,48 +54,4 @@ func show<T>(_ value: T) {
 /// Writes a line to the log.
 func log(_ message: String) {
     _ = message
-}
-
-// MARK: - Alamofire, as far as the "before" code uses it
-
-/// The few Alamofire names the migration guide's "before" code uses, with Alamofire's signatures. Snippets marked
-/// `in:Alamofire` are compiled inside this namespace, so `RetryPolicy` and `Session` mean these. Nothing here runs.
-enum Alamofire {
-    final class RetryPolicy: Sendable {
-        init(
-            retryLimit: UInt = 2,
-            exponentialBackoffBase: UInt = 2,
-            exponentialBackoffScale: Double = 0.5,
-            retryableHTTPMethods: Set<HTTPRequestMethod> = HTTPRetryPolicy.defaultRetryableHTTPMethods,
-            retryableHTTPStatusCodes: Set<Int> = HTTPRetryPolicy.defaultRetryableHTTPStatusCodes,
-            retryableURLErrorCodes: Set<URLError.Code> = []
-        ) {}
-    }
-
-    final class Session: Sendable {
-        init(interceptor: RetryPolicy? = nil) {}
-
-        func request(_ url: String, method: HTTPRequestMethod = .get) -> DataRequest {
-            DataRequest()
-        }
-    }
-
-    struct AFError: Error {}
-
-    struct DataResponse<Success> {
-        let result: Result<Success, AFError>
-    }
-
-    final class DataRequest: Sendable {
-        func validate() -> Self {
-            self
-        }
-
-        @discardableResult
-        func responseDecodable<T: Decodable>(
-            of type: T.Type, completionHandler: @escaping @Sendable (DataResponse<T>) -> Void
-        ) -> Self {
-            self
-        }
-    }
 }

@@ -114,11 +114,7 @@ public struct DispatchTimerScheduler: RetryScheduler {
 
     /// `now + delay`, with `delay` clamped to `[0, 10⁹ s]` and rounded up to whole nanoseconds.
     static func deadline(after delay: Duration, from now: DispatchWallTime) -> DispatchWallTime {
-        let clamped = DelayMath.clamp(delay)
-        let (seconds, attoseconds) = clamped.components
-        // Both parts are non-negative after clamping and seconds ≤ 10⁹, so this is at most ~10¹⁸ and cannot overflow.
-        let nanoseconds = Int(seconds) * 1_000_000_000 + Int((attoseconds + 999_999_999) / 1_000_000_000)
-        // `+` saturates at `distantFuture` for an interval Dispatch cannot represent.
-        return now + .nanoseconds(nanoseconds)
+        // Counted in `UInt64`, not `Int`: a 32-bit `Int` (arm64_32) holds only 2.147 s of nanoseconds.
+        DurationConversion.wallDeadline(after: DelayMath.clamp(delay), from: now)
     }
 }

@@ -1,4 +1,4 @@
-/// A live `Bool` that gates retries: a policy with ``RetryPolicy/onlyWhen(_:)`` runs attempts only
+/// A live `Bool` that gates retries: a policy with ``RetryPlan/onlyWhen(_:)`` runs attempts only
 /// while it is `true` ("network reachable", "user signed in").
 ///
 /// A condition holds the latest value of its source and shares it with every run that uses it. Create one from

@@ -1,8 +1,8 @@
-/// How a policy randomizes its backoff delays: the one choice ``RetryPolicy`` and RetryKitHTTP's `HTTPRetryPolicy`
+/// How a policy randomizes its backoff delays: the one choice ``RetryPlan`` and RetryKitHTTP's `HTTPRetryPolicy`
 /// share.
 ///
 /// Each case is described with `d(x)`, the policy's delay before retry `x` (0-based) after its cap: for
-/// ``RetryPolicy/exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``,
+/// ``RetryPlan/exponentialBackoff(initialDelay:multiplier:maxDelay:jitter:using:)``,
 /// `d(x) = min(initialDelay · multiplierˣ, maxDelay)`; for `HTTPRetryPolicy`, `min(scale · baseˣ, maxDelay)`.
 /// Every case keeps the delay within the cap: the range is capped before the draw, so delays at the cap stay spread
 /// below it instead of piling up at exactly the cap.

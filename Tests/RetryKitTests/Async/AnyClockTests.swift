@@ -278,7 +278,7 @@ struct AnyClockTests {
             #expect(shared.duration(x) == shared.delay(forRetry: x))
         }
         // A policy's answer converts the same way.
-        let policy = RetryPolicy.constantDelay(.seconds(2))
+        let policy = RetryPlan.constantDelay(.seconds(2))
         guard case .backoff(let backoff) = RetryStrategy<SuspendingClock>(policy.decision(for: Flaky(attempt: 1)))
         else {
             Issue.record("a constant-delay policy retries")

@@ -24,7 +24,7 @@ extension CallbackRunnerTests {
         /// Starts a run of `policy` whose attempts never call back: returns the `done` of each attempt, kept, and a
         /// count of the cancel hooks that ran.
         private func startKept(
-            _ policy: RetryPolicy, _ scheduler: VirtualScheduler, _ recorder: CBRecorder<Int>
+            _ policy: RetryPlan, _ scheduler: VirtualScheduler, _ recorder: CBRecorder<Int>
         ) -> (kept: Locked<[AttemptCompletion<Int>]>, hooks: CBCounter) {
             let kept = Locked<[AttemptCompletion<Int>]>([])
             let hooks = CBCounter()
@@ -40,7 +40,7 @@ extension CallbackRunnerTests {
         @Test func closedAtTheStartThenOpenRunsTheFirstTrialThen() {
             let (scheduler, condition, recorder) = Self.fixture(false)
             let calls = CBCounter()
-            let handle = RetryPolicy.noDelay.onlyWhen(condition).execute(
+            let handle = RetryPlan.noDelay.onlyWhen(condition).execute(
                 on: queue, scheduler: scheduler,
                 operation: { attempt, done in
                     calls.increment()
@@ -65,7 +65,7 @@ extension CallbackRunnerTests {
         @Test func closingDuringAnAttemptCancelsItAndIgnoresItsLateResultEvenInTheNextTrial() {
             let (scheduler, condition, recorder) = Self.fixture(true)
             let (kept, hooks) = startKept(
-                RetryPolicy.noDelay.attemptTimeout(.seconds(5)).onlyWhen(condition), scheduler, recorder)
+                RetryPlan.noDelay.attemptTimeout(.seconds(5)).onlyWhen(condition), scheduler, recorder)
             scheduler.advance(by: .seconds(1))
             #expect(kept.withLock { $0.count } == 1)
             #expect(scheduler.nextDeadline == .seconds(5), "the attempt's timeout")
@@ -100,7 +100,7 @@ extension CallbackRunnerTests {
         @Test func closingDuringAWaitCancelsTheTimerAndReportsNoFailure() {
             let (scheduler, condition, recorder) = Self.fixture(true)
             let calls = CBCounter()
-            RetryPolicy.constantDelay(.seconds(10)).onlyWhen(condition).execute(
+            RetryPlan.constantDelay(.seconds(10)).onlyWhen(condition).execute(
                 on: queue, scheduler: scheduler,
                 operation: { attempt, done in
                     calls.increment() == 1 ? done(.failure(CBError(code: 1))) : done(.success(attempt.number))
@@ -125,7 +125,7 @@ extension CallbackRunnerTests {
 
         @Test func reopenedBeforeTheInterruptionIsCarriedOutStartsTheNextTrialRightAfterIt() {
             let (scheduler, condition, recorder) = Self.fixture(true)
-            let (kept, hooks) = startKept(RetryPolicy.noDelay.onlyWhen(condition), scheduler, recorder)
+            let (kept, hooks) = startKept(RetryPlan.noDelay.onlyWhen(condition), scheduler, recorder)
             scheduler.advance()
             condition.value = false
             condition.value = true  // before the queue carried out the interruption
@@ -147,7 +147,7 @@ extension CallbackRunnerTests {
         /// run waits for the condition: `ConditionCallbackTests`.)
         @Test func endedWhileClosedDuringAnInterruptionFinishesWithConditionEnded() {
             let (scheduler, condition, recorder) = Self.fixture(true)
-            let (_, hooks) = startKept(RetryPolicy.noDelay.onlyWhen(condition), scheduler, recorder)
+            let (_, hooks) = startKept(RetryPlan.noDelay.onlyWhen(condition), scheduler, recorder)
             scheduler.advance()
             condition.value = false
             condition.finish()
@@ -166,7 +166,7 @@ extension CallbackRunnerTests {
             let errors = Locked<[any Error]>([])
             let calls = CBCounter()
             let budget = RetryBudget(capacity: 10, retryCost: 5, successRefund: 1)
-            RetryPolicy.constantDelay(.seconds(1)).budget(budget).onlyWhen(condition).repeating(
+            RetryPlan.constantDelay(.seconds(1)).budget(budget).onlyWhen(condition).repeating(
                 withDelay: .seconds(10)
             ).execute(
                 on: queue, scheduler: scheduler,
@@ -209,7 +209,7 @@ extension CallbackRunnerTests {
             let values = CBCounter()
             let marker = Locked<Int?>(nil)
             let errors = Locked<[any Error]>([])
-            let handle = RetryPolicy.noDelay.repeating(withDelay: .zero).execute(
+            let handle = RetryPlan.noDelay.repeating(withDelay: .zero).execute(
                 on: queue, operation: { _, done in done(.success(1)) },
                 onValue: { _ in
                     if values.increment() == 3 {
@@ -234,7 +234,7 @@ extension CallbackRunnerTests {
             let hooks = CBCounter()
             let kept = CBKeeper<Int>()
             let calls = CBCounter()
-            let handle = RetryPolicy.constantDelay(.seconds(10)).onlyWhen(condition).repeating(
+            let handle = RetryPlan.constantDelay(.seconds(10)).onlyWhen(condition).repeating(
                 withDelay: .seconds(10)
             ).execute(
                 on: queue, scheduler: scheduler,
@@ -291,7 +291,7 @@ extension CallbackRunnerTests {
             let conditions = (0..<runs).map { _ in RetryCondition(true) }
             for run in 0..<runs {
                 let condition = conditions[run]
-                RetryPolicy.noDelay.onlyWhen(condition).execute(
+                RetryPlan.noDelay.onlyWhen(condition).execute(
                     on: queue,
                     operation: { attempt, done in
                         done.onCancel { hooks[run].increment() }
@@ -350,7 +350,7 @@ extension CallbackRunnerTests {
                 let (operationCanary, observerCanary, valueCanary, completionCanary) =
                     (CBCanary(), CBCanary(), CBCanary(), CBCanary())
                 canaries = [operationCanary, observerCanary, valueCanary, completionCanary].map { CBWeak($0) }
-                let handle = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(1)).execute(
+                let handle = RetryPlan.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(1)).execute(
                     on: queue, scheduler: scheduler,
                     operation: { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
                         _ = operationCanary

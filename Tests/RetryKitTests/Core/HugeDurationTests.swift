@@ -75,19 +75,19 @@ struct HugeDurationTests {
     }
 
     @Test(
-        "RetryPolicy from async code: huge timeouts run and wait until the saturation limit", arguments: hugeDurations)
+        "RetryPlan from async code: huge timeouts run and wait until the saturation limit", arguments: hugeDurations)
     func policyHuge(_ huge: Duration) async throws {
-        let policy = RetryPolicy.noDelay.giveUpAfter(totalTimeout: huge).attemptTimeout(huge)
+        let policy = RetryPlan.noDelay.giveUpAfter(totalTimeout: huge).attemptTimeout(huge)
         #expect(try await policy.execute { attempt in attempt.number } == 1)
         let clock = VirtualClock()
-        let total = RetryPolicy.noDelay.giveUpAfter(totalTimeout: huge)
+        let total = RetryPlan.noDelay.giveUpAfter(totalTimeout: huge)
         let task = Task { try await total.execute(clock: clock, operation: succeedAfterOneSecond(on: clock)) }
         #expect(try await expectTimeoutClamped(task, on: clock) == 1)
     }
 
     @Test("repeating(withDelay:) a huge delay pauses until the saturation limit", arguments: hugeDurations)
     func repeatingHuge(_ huge: Duration) async throws {
-        let poller = RetryPolicy.noDelay.repeating(withDelay: huge)
+        let poller = RetryPlan.noDelay.repeating(withDelay: huge)
         #expect(poller.delay == limit)
         // On a real clock: the second `next()` sleeps (it trapped before); cancelling ends the sequence.
         let firstValue = AsyncSignal()

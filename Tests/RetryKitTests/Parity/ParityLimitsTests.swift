@@ -3,8 +3,8 @@ import RetryKitTesting
 import Testing
 
 /// Issue 12.6, "parity extended": budgets and both timeouts together, run through every style that takes them
-/// (callback `retry`, `retryTask`, `handle.value`, `withRetry`, async `retry`, `RetryPolicy.execute` and
-/// `executeTask` from callback code, `RetryPolicy.execute` from async code, and for budgets without timeouts the
+/// (callback `retry`, `retryTask`, `handle.value`, `withRetry`, async `retry`, `RetryPlan.execute` and
+/// `executeTask` from callback code, `RetryPlan.execute` from async code, and for budgets without timeouts the
 /// seed-compatible async `retry`), compared as ``ParityTests`` compares them: the same events with the same attempts
 /// (numbers, elapsed times), the same waits, the same result, and here also the same tokens left in the budget.
 @Suite("Parity of all retry styles: budgets and both timeouts", .timeLimit(.minutes(1)))

@@ -22,11 +22,11 @@ enum ParityStyle: String, CaseIterable, Sendable, CustomTestStringConvertible {
     case observedAsync = "observed async retry"
     /// The seed-compatible async `retry(maxAttempts:clock:operation:strategy:)`: no events, no time limits.
     case seedAsync = "seed-style async retry"
-    /// `RetryPolicy.execute(on:scheduler:)` with a `{ attempt, done in … }` operation (no condition).
+    /// `RetryPlan.execute(on:scheduler:)` with a `{ attempt, done in … }` operation (no condition).
     case policyCallback = "policy execute(on:), done-style operation"
-    /// `RetryPolicy.executeTask(on:scheduler:)` with an `async throws` operation (no condition).
+    /// `RetryPlan.executeTask(on:scheduler:)` with an `async throws` operation (no condition).
     case policyCallbackTask = "policy executeTask(on:), async operation"
-    /// `try await RetryPolicy.execute(clock:)` (no condition).
+    /// `try await RetryPlan.execute(clock:)` (no condition).
     case policyAsync = "policy async execute(clock:)"
 
     var testDescription: String { rawValue }
@@ -113,8 +113,8 @@ struct ParityScenario: Sendable {
     }
 
     /// The policy of the policy styles: the scenario's strategy, limits and budget (no condition).
-    func policy(_ backoff: BackoffStrategy<ContinuousClock>, budget: RetryBudget?) -> RetryPolicy {
-        var policy = RetryPolicy.strategy { error in self.decide(error, backoff) }.giveUpAfter(maxAttempts: maxAttempts)
+    func policy(_ backoff: BackoffStrategy<ContinuousClock>, budget: RetryBudget?) -> RetryPlan {
+        var policy = RetryPlan.strategy { error in self.decide(error, backoff) }.giveUpAfter(maxAttempts: maxAttempts)
         if let totalTimeout { policy = policy.giveUpAfter(totalTimeout: totalTimeout) }
         if let attemptTimeout { policy = policy.attemptTimeout(attemptTimeout) }
         if let budget { policy = policy.budget(budget) }

@@ -70,8 +70,8 @@ struct PolicyParityScenario: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
 
     /// The policy, gated by `condition` if the scenario has one.
-    func policy(_ condition: RetryCondition?, budget: RetryBudget?) -> RetryPolicy {
-        var policy = RetryPolicy.backoff(Self.backoff).giveUpAfter(maxAttempts: maxAttempts)
+    func policy(_ condition: RetryCondition?, budget: RetryBudget?) -> RetryPlan {
+        var policy = RetryPlan.backoff(Self.backoff).giveUpAfter(maxAttempts: maxAttempts)
         if let totalTimeout { policy = policy.giveUpAfter(totalTimeout: totalTimeout) }
         if let attemptTimeout { policy = policy.attemptTimeout(attemptTimeout) }
         if let budget { policy = policy.budget(budget) }

@@ -42,8 +42,8 @@ struct TimeSemanticsTests {
 
     /// A jittered exponential policy with a total deadline, built afresh (with its own seeded generator) for each run,
     /// so that both styles draw the same delays.
-    private static func policy(attemptTimeout: Duration? = nil) -> RetryPolicy {
-        var policy = RetryPolicy.exponentialBackoff(
+    private static func policy(attemptTimeout: Duration? = nil) -> RetryPlan {
+        var policy = RetryPlan.exponentialBackoff(
             initialDelay: .milliseconds(700), multiplier: 2, maxDelay: .seconds(8), jitter: .full,
             using: SeededRandomNumberGenerator(seed: 15)
         )
@@ -53,7 +53,7 @@ struct TimeSemanticsTests {
         return policy
     }
 
-    private func callbackTimeline(_ policy: RetryPolicy, hangs: Bool) -> Timeline {
+    private func callbackTimeline(_ policy: RetryPlan, hangs: Bool) -> Timeline {
         let scheduler = VirtualScheduler()
         let log = TimelineLog()
         let queue = DispatchQueue(label: "time-semantics")
@@ -74,7 +74,7 @@ struct TimeSemanticsTests {
         return log.value
     }
 
-    private func asyncTimeline(_ policy: RetryPolicy, hangs: Bool) async -> Timeline {
+    private func asyncTimeline(_ policy: RetryPlan, hangs: Bool) async -> Timeline {
         let clock = VirtualClock()
         let log = TimelineLog()
         let task = Task {

@@ -3,8 +3,8 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
-/// The async runner carrying out a machine with trials: `RetryPolicy.execute(clock:)` with a condition and the iterator
-/// of `RepeatingRetryPolicy.values(clock:)` run as one loop, whose attempts and waits race the condition's changes.
+/// The async runner carrying out a machine with trials: `RetryPlan.execute(clock:)` with a condition and the iterator
+/// of `RepeatingRetryPlan.values(clock:)` run as one loop, whose attempts and waits race the condition's changes.
 @Suite("Async runner: runs of trials (gating, repetition)", .timeLimit(.minutes(1)))
 struct AsyncTrialRunnerTests {
     private static let retry = "next retry(after: 1.0 seconds)"
@@ -15,7 +15,7 @@ struct AsyncTrialRunnerTests {
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
+            try await RetryPlan.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
                 attempt -> Int in
                 if calls.increment() == 1 { throw AsyncTestError(id: 1) }
                 return attempt.number
@@ -45,7 +45,7 @@ struct AsyncTrialRunnerTests {
         let cancelled = AsyncSignal()
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: clock) { _ -> String in
+            try await RetryPlan.noDelay.onlyWhen(condition).execute(clock: clock) { _ -> String in
                 guard calls.increment() == 1 else { return "fresh" }
                 do {
                     try await clock.sleep(for: .seconds(3600))
@@ -73,7 +73,7 @@ struct AsyncTrialRunnerTests {
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.constantDelay(.seconds(10)).giveUpAfter(maxAttempts: 3).onlyWhen(condition).execute(
+            try await RetryPlan.constantDelay(.seconds(10)).giveUpAfter(maxAttempts: 3).onlyWhen(condition).execute(
                 clock: clock
             ) { attempt -> Int in
                 if calls.increment() == 1 { throw AsyncTestError(id: 1) }
@@ -105,7 +105,7 @@ struct AsyncTrialRunnerTests {
         let release = AsyncSignal()
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: clock) { _ -> Int in
+            try await RetryPlan.noDelay.onlyWhen(condition).execute(clock: clock) { _ -> Int in
                 guard calls.increment() == 1 else { return calls.value }
                 // Ignores cancellation until released: the runner must wait for it (structured concurrency).
                 await withTaskCancellationHandler {
@@ -136,7 +136,7 @@ struct AsyncTrialRunnerTests {
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
+            try await RetryPlan.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
                 attempt -> Int in
                 if calls.increment() == 1 { throw AsyncTestError(id: 1) }
                 try? await clock.sleep(for: .seconds(3600))
@@ -167,7 +167,7 @@ struct AsyncTrialRunnerTests {
             let condition = RetryCondition(phase != "awaiting the condition")
             let events = AsyncLog<String>()
             let task = Task {
-                try await RetryPolicy.constantDelay(.seconds(60)).onlyWhen(condition).execute(clock: clock) {
+                try await RetryPlan.constantDelay(.seconds(60)).onlyWhen(condition).execute(clock: clock) {
                     attempt -> Int in
                     if phase == "attempt" { try await clock.sleep(for: .seconds(3600)) }
                     throw AsyncTestError(id: attempt.number)
@@ -196,7 +196,7 @@ struct AsyncTrialRunnerTests {
         let condition = RetryCondition(true)
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
-        let sequence = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(30)).values(clock: clock) {
+        let sequence = RetryPlan.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(30)).values(clock: clock) {
             _ in
             calls.increment()
         } observer: {
@@ -229,7 +229,7 @@ struct AsyncTrialRunnerTests {
         let clock = VirtualClock()
         let condition = RetryCondition(true)
         let calls = AsyncCounter()
-        var iterator = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) {
+        var iterator = RetryPlan.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) {
             _ in
             calls.increment()
         }.makeAsyncIterator()
@@ -253,7 +253,7 @@ struct AsyncTrialRunnerTests {
             let condition = RetryCondition(true)
             let calls = AsyncCounter()
             let events = AsyncLog<String>()
-            var iterator = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(
+            var iterator = RetryPlan.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(
                 clock: clock
             ) { _ -> Int in
                 if calls.increment() == 2, phase == "attempt" { try await clock.sleep(for: .seconds(3600)) }
@@ -300,7 +300,7 @@ struct AsyncTrialRunnerTests {
                 condition.value = true
                 toggled.fire()
             }
-            let value = try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: InstantClock()) {
+            let value = try await RetryPlan.noDelay.onlyWhen(condition).execute(clock: InstantClock()) {
                 attempt -> Int in
                 await Task.yield()
                 if attempt.number < 3 { throw AsyncTestError(id: attempt.number) }
@@ -330,13 +330,13 @@ struct AsyncTrialRunnerTests {
             let forObserver = Canary()
             operationCanary = forOperation
             observerCanary = forObserver
-            let value = try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: clock) { attempt in
+            let value = try await RetryPlan.noDelay.onlyWhen(condition).execute(clock: clock) { attempt in
                 withExtendedLifetime(forOperation) { attempt.number }
             } observer: { _ in
                 withExtendedLifetime(forObserver) {}
             }
             #expect(value == 1)
-            var iterator = RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(1)).values(
+            var iterator = RetryPlan.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(1)).values(
                 clock: clock
             ) { _ in
                 withExtendedLifetime(forOperation) { 2 }

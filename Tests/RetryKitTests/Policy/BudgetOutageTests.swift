@@ -73,7 +73,7 @@ struct BudgetOutageTests {
     @Test("1,000 concurrent completion-handler callers, then recovery")
     func callbackOutageAndRecovery() async {
         let budget = RetryBudget()  // 500 tokens, 5 per retry: at most 100 retries
-        let policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 5).budget(budget)
+        let policy = RetryPlan.noDelay.giveUpAfter(maxAttempts: 5).budget(budget)
         let dependency = Dependency()
         let queue = DispatchQueue(label: "outage", attributes: .concurrent)
 
@@ -112,7 +112,7 @@ struct BudgetOutageTests {
     @Test("1,000 completion-handler callers with backoff on virtual time")
     func callbackOutageOnVirtualTime() {
         let budget = RetryBudget(capacity: 300, retryCost: 5, minBalance: 50)  // at most 50 retries
-        let policy = RetryPolicy.exponentialBackoff(initialDelay: .milliseconds(100), using: PolicyTestRNG(seed: 9))
+        let policy = RetryPlan.exponentialBackoff(initialDelay: .milliseconds(100), using: PolicyTestRNG(seed: 9))
             .giveUpAfter(maxAttempts: 5).budget(budget)
         let scheduler = VirtualScheduler()
         let dependency = Dependency()
@@ -133,7 +133,7 @@ struct BudgetOutageTests {
     @Test("1,000 concurrent async callers, then recovery")
     func asyncOutageAndRecovery() async throws {
         let budget = RetryBudget()
-        let policy = RetryPolicy.exponentialBackoff().giveUpAfter(maxAttempts: 5).budget(budget)
+        let policy = RetryPlan.exponentialBackoff().giveUpAfter(maxAttempts: 5).budget(budget)
         let dependency = Dependency()
 
         func runAll() async -> [Outcome] {

@@ -18,7 +18,7 @@ struct EventStreamTests {
     @Test func callbackRunLosesNoEventEmittedBeforeTheFirstNext() async {
         let scheduler = VirtualScheduler()
         let (events, observer) = RetryEvent<Int>.makeStream()
-        RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).execute(
+        RetryPlan.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 attempt.number < 2 ? done(.failure(CBError(code: attempt.number))) : done(.success(attempt.number))
@@ -34,7 +34,7 @@ struct EventStreamTests {
         let clock = VirtualClock()
         let (events, observer) = RetryEvent<String>.makeStream()
         let run = Task {
-            try await RetryPolicy.constantDelay(.seconds(5)).execute(
+            try await RetryPlan.constantDelay(.seconds(5)).execute(
                 clock: clock,
                 operation: { attempt in
                     if attempt.number < 3 { throw CBError(code: attempt.number) }
@@ -56,7 +56,7 @@ struct EventStreamTests {
         let (events, observer) = RetryEvent<Int>.makeStream()
         let hooks = CBCounter()
         let kept = CBKeeper<Int>()
-        RetryPolicy.noDelay.onlyWhen(condition).execute(
+        RetryPlan.noDelay.onlyWhen(condition).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 done.onCancel { hooks.increment() }
@@ -78,7 +78,7 @@ struct EventStreamTests {
         do {
             let (stream, observer) = RetryEvent<Int>.makeStream()
             events = stream
-            let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).values(
+            let sequence = RetryPlan.noDelay.repeating(withDelay: .seconds(1)).values(
                 clock: InstantClock(), { _ in calls.increment() }, observer: observer)
             var iterator = sequence.makeAsyncIterator()
             _ = try await iterator.next()
@@ -92,7 +92,7 @@ struct EventStreamTests {
         let scheduler = VirtualScheduler()
         let (events, observer) = RetryEvent<Int>.makeStream()
         let done = CBSlot<AttemptCompletion<Int>>()
-        RetryPolicy.noDelay.execute(
+        RetryPlan.noDelay.execute(
             on: queue, scheduler: scheduler,
             operation: { _, completion in
                 done.set(completion)

@@ -11,7 +11,7 @@ struct PolicyConcurrencyTests {
     @Test func gatedCallbackRunsWhileTheConditionFlipsFromAnotherThread() async {
         let runs = 200
         let condition = RetryCondition(true)
-        let policy = RetryPolicy.constantDelay(.milliseconds(1)).onlyWhen(condition)
+        let policy = RetryPlan.constantDelay(.milliseconds(1)).onlyWhen(condition)
         let queue = DispatchQueue(label: "flipping", attributes: .concurrent)
         let completions = Locked([Int](repeating: 0, count: runs))
         let values = Locked([Int?](repeating: nil, count: runs))
@@ -46,7 +46,7 @@ struct PolicyConcurrencyTests {
     @Test func gatedAsyncRunsWhileTheConditionFlipsFromAnotherTask() async throws {
         let runs = 100
         let condition = RetryCondition(true)
-        let policy = RetryPolicy.constantDelay(.milliseconds(1)).onlyWhen(condition)
+        let policy = RetryPlan.constantDelay(.milliseconds(1)).onlyWhen(condition)
         let flipper = Task.detached {
             for flip in 0..<400 {
                 condition.value = flip.isMultiple(of: 2)
@@ -74,7 +74,7 @@ struct PolicyConcurrencyTests {
     @Test func repeatingOnRealTimersThenCancel() async {
         let values = CBCounter()
         let errors = Locked<[any Error]>([])
-        let handle = RetryPolicy.noDelay.repeating(withDelay: .milliseconds(2)).execute(
+        let handle = RetryPlan.noDelay.repeating(withDelay: .milliseconds(2)).execute(
             on: DispatchQueue(label: "real-repeat"),
             operation: { _, done in DispatchQueue.global().async { done(.success(1)) } },
             onValue: { _ in values.increment() },
@@ -91,7 +91,7 @@ struct PolicyConcurrencyTests {
     @Test func cancellingGatedRunsFromManyThreads() async {
         let runs = 300
         let condition = RetryCondition(false)
-        let policy = RetryPolicy.noDelay.onlyWhen(condition)
+        let policy = RetryPlan.noDelay.onlyWhen(condition)
         let queue = DispatchQueue(label: "cancel-gated", attributes: .concurrent)
         let completions = CBCounter()
         let handles = (0..<runs).map { run in

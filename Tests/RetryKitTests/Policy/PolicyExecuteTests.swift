@@ -4,14 +4,14 @@ import Testing
 
 @testable import RetryKit
 
-@Suite("RetryPolicy.execute, completion-handler style")
+@Suite("RetryPlan.execute, completion-handler style")
 struct PolicyCallbackExecuteTests {
     let queue = DispatchQueue(label: "policy-callback-tests")
 
     @Test func backoffLimitsAndEventsComeFromThePolicy() {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
-        let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
+        let policy = RetryPlan.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
             maxAttempts: 3)
         policy.execute(
             on: queue, scheduler: scheduler,
@@ -30,7 +30,7 @@ struct PolicyCallbackExecuteTests {
     @Test func giveUpOnErrorsStopsWithTheMatchingError() {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
-        RetryPolicy.constantDelay(.seconds(1)).giveUpOnErrors { $0 is PolicyFatal }.execute(
+        RetryPlan.constantDelay(.seconds(1)).giveUpOnErrors { $0 is PolicyFatal }.execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 done(.failure(attempt.number == 3 ? PolicyFatal() as any Error : CBError(code: attempt.number)))
@@ -45,7 +45,7 @@ struct PolicyCallbackExecuteTests {
         let recorder = CBRecorder<Int>()
         let hooks = CBCounter()
         let kept = CBKeeper<Int>()
-        RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(.seconds(1))
+        RetryPlan.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(.seconds(1))
             .execute(
                 on: queue, scheduler: scheduler,
                 operation: { _, done in
@@ -64,7 +64,7 @@ struct PolicyCallbackExecuteTests {
 
     @Test func oneValueRunsManyIndependentJobs() {
         let scheduler = VirtualScheduler()
-        let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 4)
+        let policy = RetryPlan.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 4)
         let recorders = (0..<20).map { _ in CBRecorder<Int>() }
         for (job, recorder) in recorders.enumerated() {
             policy.execute(
@@ -90,7 +90,7 @@ struct PolicyCallbackExecuteTests {
     }
 
     @Test func asyncOperationFormAndHandleValue() async throws {
-        let policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 5)
+        let policy = RetryPlan.noDelay.giveUpAfter(maxAttempts: 5)
         let calls = AsyncCounter()
         let summaries = Locked<[RetrySummary]>([])
         let handle = policy.executeTask(
@@ -113,7 +113,7 @@ struct PolicyCallbackExecuteTests {
         let calls = CBCounter()
         let results = Locked<[Result<Int, any Error>]>([])
         queue.async {  // created and cancelled in one block of the run's queue
-            for policy in [RetryPolicy.noDelay, RetryPolicy.noDelay.onlyWhen(condition)] {
+            for policy in [RetryPlan.noDelay, RetryPlan.noDelay.onlyWhen(condition)] {
                 let handle = policy.execute(
                     on: queue,
                     operation: { _, done in
@@ -131,7 +131,7 @@ struct PolicyCallbackExecuteTests {
     @Test func cancelDuringTheWaitCancelsTheTimer() {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
-        let handle = RetryPolicy.constantDelay(.seconds(10)).execute(
+        let handle = RetryPlan.constantDelay(.seconds(10)).execute(
             on: queue, scheduler: scheduler, operation: { _, done in done(.failure(CBError(code: 1))) },
             completion: recorder.completion)
         scheduler.advance()
@@ -143,12 +143,12 @@ struct PolicyCallbackExecuteTests {
     }
 }
 
-@Suite("RetryPolicy.execute, async style")
+@Suite("RetryPlan.execute, async style")
 struct PolicyAsyncExecuteTests {
     @Test func backoffOnTheTestClockWithEvents() async throws {
         let clock = VirtualClock()
         let events = AsyncLog<String>()
-        let policy = RetryPolicy.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
+        let policy = RetryPlan.exponentialBackoff(initialDelay: .seconds(1), jitter: .none).giveUpAfter(
             maxAttempts: 4)
         let task = Task {
             try await policy.execute(clock: clock) { attempt in
@@ -173,7 +173,7 @@ struct PolicyAsyncExecuteTests {
     }
 
     @Test func giveUpOnErrorsTimeoutAndAttemptTimeout() async throws {
-        let fatal = RetryPolicy.noDelay.giveUpOnErrors { $0 is PolicyFatal }
+        let fatal = RetryPlan.noDelay.giveUpOnErrors { $0 is PolicyFatal }
         let calls = AsyncCounter()
         await #expect(throws: PolicyFatal.self) {
             try await fatal.execute(clock: InstantClock()) { _ in
@@ -184,7 +184,7 @@ struct PolicyAsyncExecuteTests {
         #expect(calls.value == 2)
 
         let clock = VirtualClock()
-        let timed = RetryPolicy.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(
+        let timed = RetryPlan.constantDelay(.seconds(4)).giveUpAfter(totalTimeout: .seconds(10)).attemptTimeout(
             .seconds(1))
         let task = Task {
             try await timed.execute(clock: clock) { _ in
@@ -206,7 +206,7 @@ struct PolicyAsyncExecuteTests {
     }
 
     @Test func manyConcurrentJobsOfOnePolicy() async throws {
-        let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3)
+        let policy = RetryPlan.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3)
         let calls = AsyncCounter()
         let value = try await policy.execute(clock: InstantClock()) { _ in
             if calls.increment() < 3 { throw AsyncTestError(id: calls.value) }
@@ -245,7 +245,7 @@ struct PolicyAsyncExecuteTests {
     @Test func cancellingTheTaskCancelsTheRun() async {
         let clock = VirtualClock()
         let task = Task {
-            try await RetryPolicy.constantDelay(.seconds(60)).execute(clock: clock) { _ -> Int in
+            try await RetryPlan.constantDelay(.seconds(60)).execute(clock: clock) { _ -> Int in
                 throw AsyncTestError(id: 1)
             }
         }
@@ -260,7 +260,7 @@ private actor PolicyOwner {
     func load(gated: Bool) async throws -> Int {
         let calls = AsyncCounter()
         let events = AsyncCounter()
-        var policy = RetryPolicy.noDelay
+        var policy = RetryPlan.noDelay
         if gated { policy = policy.onlyWhen(RetryCondition(true)) }
         let value = try await policy.execute(clock: InstantClock()) { _ in
             if calls.increment() < 2 { throw AsyncTestError(id: 1) }

@@ -38,7 +38,7 @@ struct RepeatingCallbackTests {
         let values = Locked<[Int]>([])
         let errors = Locked<[any Error]>([])
         let recorder = CBRecorder<Int>()
-        let handle = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(
+        let handle = RetryPlan.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(
             withDelay: .seconds(10)
         )
         .execute(
@@ -67,7 +67,7 @@ struct RepeatingCallbackTests {
         let scheduler = VirtualScheduler()
         let values = CBCounter()
         let errors = Locked<[any Error]>([])
-        let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(30)).execute(
+        let handle = RetryPlan.noDelay.repeating(withDelay: .seconds(30)).execute(
             on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
             onValue: { _ in values.increment() }, completion: { error in errors.withLock { $0.append(error) } })
         scheduler.advance(by: .seconds(65))
@@ -85,7 +85,7 @@ struct RepeatingCallbackTests {
         let hooks = CBCounter()
         let kept = CBKeeper<Int>()
         let errors = Locked<[any Error]>([])
-        let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).execute(
+        let handle = RetryPlan.noDelay.repeating(withDelay: .seconds(1)).execute(
             on: queue, scheduler: scheduler,
             operation: { (_: RetryAttempt, done: AttemptCompletion<Int>) in
                 done.onCancel { hooks.increment() }
@@ -104,7 +104,7 @@ struct RepeatingCallbackTests {
         let values = CBCounter()
         let handle = CBSlot<RetryHandle<Never>>()
         handle.set(
-            RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).execute(
+            RetryPlan.noDelay.repeating(withDelay: .seconds(1)).execute(
                 on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
                 onValue: { _ in
                     if values.increment() == 2 { handle.get?.cancel() }
@@ -119,7 +119,7 @@ struct RepeatingCallbackTests {
         let condition = RetryCondition(true)
         let times = Locked<[Duration]>([])
         let errors = Locked<[any Error]>([])
-        RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(10)).execute(
+        RetryPlan.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(10)).execute(
             on: queue, scheduler: scheduler,
             operation: { _, done in
                 times.withLock { $0.append(scheduler.now) }
@@ -143,7 +143,7 @@ struct RepeatingCallbackTests {
         let values = Locked<[Int]>([])
         let calls = AsyncCounter()
         let errors = Locked<[any Error]>([])
-        let handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(5)).executeTask(
+        let handle = RetryPlan.noDelay.repeating(withDelay: .seconds(5)).executeTask(
             on: queue, scheduler: scheduler,
             operation: { _ in
                 let call = calls.increment()
@@ -172,7 +172,7 @@ struct RepeatingCallbackTests {
         do {
             let canary = CBCanary()
             weakCanary = CBWeak(canary)
-            handle = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).execute(
+            handle = RetryPlan.noDelay.repeating(withDelay: .seconds(1)).execute(
                 on: queue, scheduler: scheduler,
                 operation: { _, done in
                     _ = canary
@@ -193,7 +193,7 @@ struct RepeatingAsyncTests {
     private func gatedValues(
         _ condition: RetryCondition, clock: VirtualClock, _ operation: @escaping @Sendable () -> Int
     ) -> RepeatingRetrySequence<Int, VirtualClock> {
-        RetryPolicy.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) { _ in
+        RetryPlan.noDelay.onlyWhen(condition).repeating(withDelay: .seconds(5)).values(clock: clock) { _ in
             operation()
         }
     }
@@ -202,7 +202,7 @@ struct RepeatingAsyncTests {
         let clock = VirtualClock()
         let script = Script { [1, 3, 6].contains($0) }
         let events = AsyncLog<String>()
-        let sequence = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(
+        let sequence = RetryPlan.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).repeating(
             withDelay: .seconds(10)
         )
         .values(clock: clock) { _ in
@@ -227,7 +227,7 @@ struct RepeatingAsyncTests {
     }
 
     @Test func theSequenceEndsAfterItThrows() async throws {
-        var iterator = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: .seconds(1))
+        var iterator = RetryPlan.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: .seconds(1))
             .values(clock: InstantClock()) { attempt -> Int in throw CBError(code: attempt.number) }
             .makeAsyncIterator()
         await #expect(throws: CBError(code: 2)) { _ = try await iterator.next() }
@@ -238,7 +238,7 @@ struct RepeatingAsyncTests {
         let clock = VirtualClock()
         let events = AsyncLog<String>()
         let calls = AsyncCounter()
-        let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(60)).values(clock: clock) { _ in
+        let sequence = RetryPlan.noDelay.repeating(withDelay: .seconds(60)).values(clock: clock) { _ in
             calls.increment()
         } observer: { event in
             events.append(asyncEventLine(event))
@@ -259,7 +259,7 @@ struct RepeatingAsyncTests {
     @Test func droppingTheIteratorLeavesNothingRunning() async throws {
         let clock = VirtualClock()
         let calls = AsyncCounter()
-        let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(1)).values(clock: clock) { _ in
+        let sequence = RetryPlan.noDelay.repeating(withDelay: .seconds(1)).values(clock: clock) { _ in
             calls.increment()
         }
         let task = Task {
@@ -279,7 +279,7 @@ struct RepeatingAsyncTests {
     @Test func aSlowConsumerDelaysTheNextRunOnlyBeyondThePause() async throws {
         let clock = VirtualClock()
         let times = AsyncLog<Duration>()
-        let sequence = RetryPolicy.noDelay.repeating(withDelay: .seconds(10)).values(clock: clock) { _ in
+        let sequence = RetryPlan.noDelay.repeating(withDelay: .seconds(10)).values(clock: clock) { _ in
             times.append(VirtualClock.Instant.zero.duration(to: clock.now))
             return times.values.count
         }

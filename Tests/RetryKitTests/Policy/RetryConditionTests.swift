@@ -160,7 +160,7 @@ struct ConditionCallbackTests {
         let condition = RetryCondition(false)
         let recorder = CBRecorder<Int>()
         let calls = CBCounter()
-        let handle = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).onlyWhen(condition).execute(
+        let handle = RetryPlan.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).onlyWhen(condition).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 calls.increment()
@@ -202,7 +202,7 @@ struct ConditionCallbackTests {
         let recorder = CBRecorder<Int>()
         let dones = Locked<[AttemptCompletion<Int>]>([])
         let hooks = CBCounter()
-        RetryPolicy.noDelay.onlyWhen(condition).execute(
+        RetryPlan.noDelay.onlyWhen(condition).execute(
             on: queue, scheduler: scheduler,
             operation: { _, done in
                 done.onCancel { hooks.increment() }
@@ -236,7 +236,7 @@ struct ConditionCallbackTests {
         let signedIn = RetryCondition(false)
         let recorder = CBRecorder<Int>()
         let calls = CBCounter()
-        RetryPolicy.noDelay.onlyWhen(online).onlyWhen(signedIn).execute(
+        RetryPlan.noDelay.onlyWhen(online).onlyWhen(signedIn).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 calls.increment()
@@ -260,7 +260,7 @@ struct ConditionCallbackTests {
         let online = RetryCondition(true)
         let signedIn = RetryCondition(false)
         let recorder = CBRecorder<Int>()
-        RetryPolicy.noDelay.onlyWhen(online).onlyWhen(signedIn).execute(
+        RetryPlan.noDelay.onlyWhen(online).onlyWhen(signedIn).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in done(.success(attempt.number)) },
             observer: recorder.observer, completion: recorder.completion)
@@ -278,7 +278,7 @@ struct ConditionCallbackTests {
         let condition = RetryCondition(true)
         let recorder = CBRecorder<Int>()
         let calls = CBCounter()
-        RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+        RetryPlan.constantDelay(.seconds(1)).onlyWhen(condition).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 calls.increment()
@@ -299,7 +299,7 @@ struct ConditionCallbackTests {
         let scheduler = VirtualScheduler()
         let condition = RetryCondition(true)
         let recorder = CBRecorder<Int>()
-        RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+        RetryPlan.constantDelay(.seconds(1)).onlyWhen(condition).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in done(.failure(CBError(code: attempt.number))) },
             observer: recorder.observer, completion: recorder.completion)
@@ -319,7 +319,7 @@ struct ConditionCallbackTests {
         let scheduler = VirtualScheduler()
         let recorder = CBRecorder<Int>()
         let condition = RetryCondition()
-        RetryPolicy.noDelay.onlyWhen(condition).execute(
+        RetryPlan.noDelay.onlyWhen(condition).execute(
             on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
             observer: recorder.observer, completion: recorder.completion)
         scheduler.advance()
@@ -331,7 +331,7 @@ struct ConditionCallbackTests {
 
         // A condition that has already ended is seen as such when the run starts.
         let late = CBRecorder<Int>()
-        RetryPolicy.noDelay.onlyWhen(condition).execute(
+        RetryPlan.noDelay.onlyWhen(condition).execute(
             on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
             completion: late.completion)
         scheduler.run()
@@ -343,7 +343,7 @@ struct ConditionCallbackTests {
         let condition = RetryCondition(true)
         condition.finish()
         let recorder = CBRecorder<Int>()
-        RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+        RetryPlan.constantDelay(.seconds(1)).onlyWhen(condition).execute(
             on: queue, scheduler: scheduler,
             operation: { attempt, done in
                 attempt.number < 3 ? done(.failure(CBError(code: 0))) : done(.success(attempt.number))
@@ -361,7 +361,7 @@ struct ConditionCallbackTests {
         }
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
         let recorders = [CBRecorder<Int>(), CBRecorder<Int>()]
-        let policies = [RetryPolicy.noDelay.onlyWhen(registered), RetryPolicy.noDelay.onlyWhen(RetryCondition(stream))]
+        let policies = [RetryPlan.noDelay.onlyWhen(registered), RetryPlan.noDelay.onlyWhen(RetryCondition(stream))]
         for (policy, recorder) in zip(policies, recorders) {
             policy.execute(
                 on: queue, scheduler: scheduler, operation: { _, done in done(.success(5)) },
@@ -383,7 +383,7 @@ struct ConditionCallbackTests {
         let scheduler = VirtualScheduler()
         let condition = RetryCondition(false)
         let recorder = CBRecorder<Int>()
-        let handle = RetryPolicy.noDelay.onlyWhen(condition).execute(
+        let handle = RetryPlan.noDelay.onlyWhen(condition).execute(
             on: queue, scheduler: scheduler, operation: { _, done in done(.success(1)) },
             observer: recorder.observer, completion: recorder.completion)
         scheduler.advance()
@@ -408,7 +408,7 @@ struct ConditionCallbackTests {
         do {
             let canary = CBCanary()
             weakCanary = CBWeak(canary)
-            handle = RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(
+            handle = RetryPlan.constantDelay(.seconds(1)).onlyWhen(condition).execute(
                 on: queue, scheduler: scheduler,
                 operation: { attempt, done in
                     _ = canary
@@ -435,7 +435,7 @@ struct ConditionAsyncTests {
         let condition = RetryCondition(false)
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
-        let policy = RetryPolicy.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).onlyWhen(condition)
+        let policy = RetryPlan.constantDelay(.seconds(1)).giveUpAfter(maxAttempts: 3).onlyWhen(condition)
         let task = Task {
             try await policy.execute(clock: clock) { attempt -> Int in
                 calls.increment()
@@ -473,7 +473,7 @@ struct ConditionAsyncTests {
         let started = AsyncSignal()
         let cancelled = AsyncSignal()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: InstantClock()) { _ in
+            try await RetryPlan.noDelay.onlyWhen(condition).execute(clock: InstantClock()) { _ in
                 if calls.increment() == 1 {
                     started.fire()
                     do {
@@ -500,7 +500,7 @@ struct ConditionAsyncTests {
         let calls = AsyncCounter()
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: clock) { _ -> Int in
+            try await RetryPlan.noDelay.onlyWhen(condition).execute(clock: clock) { _ -> Int in
                 if calls.increment() == 1 { try await clock.sleep(for: .seconds(3600)) }
                 return calls.value
             } observer: { event in
@@ -520,7 +520,7 @@ struct ConditionAsyncTests {
         let online = RetryCondition(true)
         let signedIn = RetryCondition(false)
         let calls = AsyncCounter()
-        let policy = RetryPolicy.noDelay.onlyWhen(online).onlyWhen(signedIn)
+        let policy = RetryPlan.noDelay.onlyWhen(online).onlyWhen(signedIn)
         let task = Task {
             try await policy.execute(clock: clock) { attempt -> Int in
                 calls.increment()
@@ -542,7 +542,7 @@ struct ConditionAsyncTests {
         let clock = VirtualClock()
         let condition = RetryCondition(true)
         let task = Task {
-            try await RetryPolicy.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
+            try await RetryPlan.constantDelay(.seconds(1)).onlyWhen(condition).execute(clock: clock) {
                 attempt -> Int in
                 throw AsyncTestError(id: attempt.number)
             }
@@ -561,7 +561,7 @@ struct ConditionAsyncTests {
         silent.finish()
         let events = AsyncLog<String>()
         do {
-            _ = try await RetryPolicy.noDelay.onlyWhen(silent).execute(clock: InstantClock()) { _ in
+            _ = try await RetryPlan.noDelay.onlyWhen(silent).execute(clock: InstantClock()) { _ in
                 1
             } observer: {
                 events.append(asyncEventLine($0))
@@ -576,7 +576,7 @@ struct ConditionAsyncTests {
         let open = RetryCondition(true)
         open.finish()
         let calls = AsyncCounter()
-        let value = try await RetryPolicy.noDelay.onlyWhen(open).execute(clock: InstantClock()) { _ in
+        let value = try await RetryPlan.noDelay.onlyWhen(open).execute(clock: InstantClock()) { _ in
             if calls.increment() < 3 { throw AsyncTestError(id: 0) }
             return "done"
         }
@@ -585,7 +585,7 @@ struct ConditionAsyncTests {
 
     @Test func anAsyncSequenceGatesTheRun() async throws {
         let (stream, continuation) = AsyncStream.makeStream(of: Bool.self)
-        let policy = RetryPolicy.noDelay.onlyWhen(RetryCondition(stream))
+        let policy = RetryPlan.noDelay.onlyWhen(RetryCondition(stream))
         let calls = AsyncCounter()
         let task = Task { try await policy.execute(clock: InstantClock()) { _ in calls.increment() } }
         #expect(await cbWait { policy.condition?.observerCount == 1 })
@@ -607,7 +607,7 @@ struct ConditionAsyncTests {
         let condition = RetryCondition(false)
         let events = AsyncLog<String>()
         let task = Task {
-            try await RetryPolicy.noDelay.onlyWhen(condition).execute(clock: InstantClock()) { _ in
+            try await RetryPlan.noDelay.onlyWhen(condition).execute(clock: InstantClock()) { _ in
                 1
             } observer: {
                 events.append(asyncEventLine($0))

@@ -109,7 +109,7 @@ private func boundProblems(_ testCase: SharedBudgetCase) -> [String] {
     let queue = DispatchQueue(label: "budget")
     let retries = AsyncCounter()
     let completions = AsyncCounter()
-    var policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: testCase.maxAttempts).budget(budget)
+    var policy = RetryPlan.noDelay.giveUpAfter(maxAttempts: testCase.maxAttempts).budget(budget)
     if testCase.timeouts { policy = policy.attemptTimeout(.seconds(1)) }
     for _ in 0..<testCase.retriers {
         policy.execute(
@@ -137,7 +137,7 @@ private func asyncBoundProblems(_ testCase: SharedBudgetCase) async -> [String] 
     let budget = testCase.budget.make()
     let clock = VirtualClock()
     let retries = AsyncCounter()
-    var policy = RetryPolicy.noDelay.giveUpAfter(maxAttempts: testCase.maxAttempts).budget(budget)
+    var policy = RetryPlan.noDelay.giveUpAfter(maxAttempts: testCase.maxAttempts).budget(budget)
     if testCase.timeouts { policy = policy.attemptTimeout(.seconds(1)) }
     var found: [String] = []
     for _ in 0..<testCase.retriers {

@@ -137,7 +137,7 @@ struct RunnerProperties {
         }
     }
 
-    @Test("RetryPolicy: every factory and modifier parameter, run from async code and from callbacks")
+    @Test("RetryPlan: every factory and modifier parameter, run from async code and from callbacks")
     func policies() async {
         await checkProperty("policies", generate: PolicyCase.generate) { policyCase in
             var found: [String] = []
@@ -176,7 +176,7 @@ struct RunnerProperties {
             generate: { random in random.duration() }
         ) { delay in
             let clock = RecordingClock()
-            let poller = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: delay)
+            let poller = RetryPlan.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: delay)
             var found: [String] = []
             if poller.delay != propertyClamp(delay) {
                 found.append("delay \(exact(poller.delay)), not the clamped delay")
@@ -215,7 +215,7 @@ extension RunnerProperties {
             let queue = DispatchQueue(label: "property")
             let starts = AsyncLog<Duration>()
             let ended = AsyncLog<String>()
-            let poller = RetryPolicy.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: delay)
+            let poller = RetryPlan.noDelay.giveUpAfter(maxAttempts: 2).repeating(withDelay: delay)
             let handle = poller.execute(
                 on: queue, scheduler: scheduler,
                 operation: { (attempt, done: AttemptCompletion<Int>) in
@@ -299,16 +299,16 @@ func scriptedAsyncOperation(_ testCase: RetrierCase, clock: VirtualClock)
     }
 }
 
-/// A random `RetryPolicy` from a factory and modifiers, with the retrier case it amounts to.
+/// A random `RetryPlan` from a factory and modifiers, with the retrier case it amounts to.
 struct PolicyCase: CustomStringConvertible, Sendable {
-    var policy: RetryPolicy
+    var policy: RetryPlan
     var text: String
     var retrier: RetrierCase
 
     var description: String { "\(text); \(retrier)" }
 
     static func generate(_ random: inout PropertyRandom) -> PolicyCase {
-        var policy: RetryPolicy
+        var policy: RetryPlan
         var text: String
         var chain: BackoffCase
         switch Int.random(in: 0..<4, using: &random) {

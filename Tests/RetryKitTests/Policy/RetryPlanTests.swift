@@ -11,7 +11,7 @@ typealias PolicyTestRNG = SeededRandomNumberGenerator
 struct PolicyFatal: Error, Equatable {}
 
 /// The delays a policy's strategy gives for `count` consecutive retries after `error`, as the core computes them.
-func policyDelays(_ policy: RetryPolicy, count: Int, error: any Error = CBError(code: 0)) -> [Duration?] {
+func policyDelays(_ policy: RetryPlan, count: Int, error: any Error = CBError(code: 0)) -> [Duration?] {
     var previous: Duration?
     return (0..<count).map { index in
         let decision = RetryDecisionContext(retryIndex: index, previousDelay: previous)
@@ -26,17 +26,17 @@ func policyDelays(_ policy: RetryPolicy, count: Int, error: any Error = CBError(
     }
 }
 
-@Suite("RetryPolicy: factories, modifiers, configuration")
-struct RetryPolicyConfigurationTests {
+@Suite("RetryPlan: factories, modifiers, configuration")
+struct RetryPlanConfigurationTests {
     @Test func exponentialBackoffWithoutJitterIsCappedDoubling() {
-        let policy = RetryPolicy.exponentialBackoff(jitter: .none)
+        let policy = RetryPlan.exponentialBackoff(jitter: .none)
         let expected: [Duration] = [.milliseconds(500), .seconds(1), .seconds(2), .seconds(4), .seconds(8)]
         #expect(policyDelays(policy, count: 5) == expected)
         #expect(policyDelays(policy, count: 12).last == .seconds(60), "capped at 60 s by default")
     }
 
     @Test func fullJitterIsTheDefaultAndStaysBelowTheCappedCurve() {
-        let policy = RetryPolicy.exponentialBackoff(using: PolicyTestRNG(seed: 7))
+        let policy = RetryPlan.exponentialBackoff(using: PolicyTestRNG(seed: 7))
         let delays = policyDelays(policy, count: 200).compactMap { $0 }
         #expect(delays.count == 200)
         for (index, delay) in delays.enumerated() {
@@ -89,7 +89,7 @@ struct RetryPolicyConfigurationTests {
             policyDelays(.backoff(.linear(a: .seconds(1), b: .seconds(2))), count: 3) == [
                 .seconds(2), .seconds(3), .seconds(4),
             ])
-        let homemade = RetryPolicy.strategy { error in
+        let homemade = RetryPlan.strategy { error in
             (error as? CBError)?.code == 429 ? .retryAfter(.seconds(7)) : .stop
         }
         #expect(policyDelays(homemade, count: 1, error: CBError(code: 429)) == [.seconds(7)])
@@ -97,7 +97,7 @@ struct RetryPolicyConfigurationTests {
     }
 
     @Test func unlimitedByDefaultAndTheTightestLimitWins() {
-        let policy = RetryPolicy.noDelay
+        let policy = RetryPlan.noDelay
         #expect(policy.maxAttempts == .max)
         #expect(policy.totalTimeout == nil && policy.attemptTimeout == nil && policy.budget == nil)
         let limited = policy.giveUpAfter(maxAttempts: 10).giveUpAfter(maxAttempts: 4).giveUpAfter(maxAttempts: 7)
@@ -111,7 +111,7 @@ struct RetryPolicyConfigurationTests {
     }
 
     @Test func giveUpPredicatesCombineWithOr() {
-        let policy = RetryPolicy.constantDelay(.seconds(1))
+        let policy = RetryPlan.constantDelay(.seconds(1))
             .giveUpOnErrors { $0 is PolicyFatal }
             .giveUpOnErrors { ($0 as? CBError)?.code == 401 }
         #expect(policyDelays(policy, count: 1, error: PolicyFatal()) == [nil])
@@ -154,14 +154,14 @@ extension RetryStrategy where C.Duration == Duration {
     }
 }
 
-@Suite("RetryPolicy: invalid values never trap")
-struct RetryPolicyInvalidTests {
-    static let invalid: [(String, RetryPolicy)] = [
-        ("maxAttempts 0", RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0)),
-        ("maxAttempts -5", RetryPolicy.noDelay.giveUpAfter(maxAttempts: -5)),
-        ("negative timeout", RetryPolicy.noDelay.giveUpAfter(totalTimeout: .seconds(-1))),
-        ("zero attempt timeout", RetryPolicy.noDelay.attemptTimeout(.zero)),
-        ("gated and invalid", RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0).onlyWhen(RetryCondition(false))),
+@Suite("RetryPlan: invalid values never trap")
+struct RetryPlanInvalidTests {
+    static let invalid: [(String, RetryPlan)] = [
+        ("maxAttempts 0", RetryPlan.noDelay.giveUpAfter(maxAttempts: 0)),
+        ("maxAttempts -5", RetryPlan.noDelay.giveUpAfter(maxAttempts: -5)),
+        ("negative timeout", RetryPlan.noDelay.giveUpAfter(totalTimeout: .seconds(-1))),
+        ("zero attempt timeout", RetryPlan.noDelay.attemptTimeout(.zero)),
+        ("gated and invalid", RetryPlan.noDelay.giveUpAfter(maxAttempts: 0).onlyWhen(RetryCondition(false))),
     ]
 
     @Test(arguments: 0..<invalid.count)
@@ -206,14 +206,14 @@ struct RetryPolicyInvalidTests {
     @Test func repeatingWithAnInvalidPolicyEndsAtOnce() async throws {
         let scheduler = VirtualScheduler()
         let errors = Locked<[any Error]>([])
-        RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0).repeating(withDelay: .seconds(1)).execute(
+        RetryPlan.noDelay.giveUpAfter(maxAttempts: 0).repeating(withDelay: .seconds(1)).execute(
             on: DispatchQueue(label: "invalid-repeat"), scheduler: scheduler,
             operation: { (_: RetryAttempt, done: AttemptCompletion<Int>) in done(.success(1)) },
             onValue: { _ in Issue.record("no value expected") },
             completion: { error in errors.withLock { $0.append(error) } })
         scheduler.run()
         #expect(errors.withLock { $0.count } == 1)
-        var iterator = RetryPolicy.noDelay.giveUpAfter(totalTimeout: .seconds(-1)).repeating(withDelay: .zero)
+        var iterator = RetryPlan.noDelay.giveUpAfter(totalTimeout: .seconds(-1)).repeating(withDelay: .zero)
             .values(clock: InstantClock()) { _ in 1 }.makeAsyncIterator()
         await #expect(throws: RetryError.self) { _ = try await iterator.next() }
         #expect(try await iterator.next() == nil)

@@ -1,13 +1,13 @@
 import Dispatch
 
 /// A policy that polls: it runs a job, and after each success waits the delay given to
-/// ``RetryPolicy/repeating(withDelay:)`` and runs it again, retrying failures with the policy it was made from, which
+/// ``RetryPlan/repeating(withDelay:)`` and runs it again, retrying failures with the policy it was made from, which
 /// starts afresh after each success.
 ///
-/// Create one with ``RetryPolicy/repeating(withDelay:)``:
+/// Create one with ``RetryPlan/repeating(withDelay:)``:
 ///
 /// ```swift
-/// let poller = RetryPolicy.exponentialBackoff().giveUpAfter(maxAttempts: 5).repeating(withDelay: .seconds(30))
+/// let poller = RetryPlan.exponentialBackoff().giveUpAfter(maxAttempts: 5).repeating(withDelay: .seconds(30))
 ///
 /// // async: an AsyncSequence of values
 /// for try await feed in poller.values({ _ in try await api.feed() }) {
@@ -26,16 +26,16 @@ import Dispatch
 /// ```
 ///
 /// A repetition ends only when the policy gives up (its error ends it), when the condition of
-/// ``RetryPolicy/onlyWhen(_:)`` (applied before `repeating(withDelay:)`) ends while `false`, or when
+/// ``RetryPlan/onlyWhen(_:)`` (applied before `repeating(withDelay:)`) ends while `false`, or when
 /// it is cancelled. The pause after a success is not affected by the condition; the next trial then waits for it like
 /// any trial.
-public struct RepeatingRetryPolicy: Sendable {
+public struct RepeatingRetryPlan: Sendable {
     /// The policy that retries failures; it starts afresh after each success.
-    package let policy: RetryPolicy
+    package let policy: RetryPlan
     /// The pause after each success, measured from the success.
     package let delay: Duration
 
-    init(policy: RetryPolicy, delay: Duration) {
+    init(policy: RetryPlan, delay: Duration) {
         self.policy = policy
         self.delay = delay
     }
@@ -151,12 +151,12 @@ public struct RepeatingRetryPolicy: Sendable {
     }
 }
 
-/// The values of a repeating policy: see ``RepeatingRetryPolicy/values(tolerance:clock:_:observer:)``.
+/// The values of a repeating policy: see ``RepeatingRetryPlan/values(tolerance:clock:_:observer:)``.
 public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, Sendable where C.Duration == Duration {
     /// The values the operation returns.
     public typealias Element = Value
 
-    let repeating: RepeatingRetryPolicy
+    let repeating: RepeatingRetryPlan
     let tolerance: Duration?
     let clock: C
     let operation: @Sendable (RetryAttempt) async throws -> Value

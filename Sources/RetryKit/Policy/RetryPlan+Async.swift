@@ -1,4 +1,4 @@
-extension RetryPolicy {
+extension RetryPlan {
     /// Runs an async operation with this policy and returns its value.
     ///
     /// ```swift

@@ -4,7 +4,7 @@
 /// and chainable modifiers, then run any number of jobs with it, independently, in either style:
 ///
 /// ```swift
-/// let policy = RetryPolicy.exponentialBackoff()          // 0.5 s · 2ˣ, capped at 60 s, full jitter
+/// let policy = RetryPlan.exponentialBackoff()           // 0.5 s · 2ˣ, capped at 60 s, full jitter
 ///     .onlyWhen(signedIn)                               // attempts run only while the condition holds
 ///     .giveUpAfter(maxAttempts: 10)
 ///     .giveUpAfter(totalTimeout: .seconds(30))
@@ -29,7 +29,10 @@
 ///
 /// Without ``giveUpAfter(maxAttempts:)`` or ``giveUpAfter(totalTimeout:)`` a policy retries until an attempt succeeds, a
 /// predicate gives up, the budget refuses, or the run is cancelled.
-public struct RetryPolicy: Sendable {
+///
+/// The type is named `RetryPlan`, not `RetryPolicy`, so that a file importing RetryKit beside Alamofire (whose
+/// `RetryPolicy` is a request interceptor) can name both without qualifying them.
+public struct RetryPlan: Sendable {
     /// Limits and budget, handed to the runners as they are; the core validates them.
     package var configuration: RetryConfiguration
     /// The strategy for a failure that the give-up predicates let through.
@@ -73,7 +76,7 @@ public struct RetryPolicy: Sendable {
         maxDelay: Duration = .seconds(60),
         jitter: RetryJitter = .full,
         using generator: G = SystemRandomNumberGenerator()
-    ) -> RetryPolicy {
+    ) -> RetryPlan {
         let capped = BackoffStrategy<ContinuousClock>.exponential(a: initialDelay, b: multiplier).max(maxDelay)
         return backoff(jitter.applied(to: capped, first: initialDelay, cap: maxDelay, using: generator))
     }
@@ -81,25 +84,25 @@ public struct RetryPolicy: Sendable {
     /// The same delay before every retry.
     ///
     /// - Parameter delay: The delay. Negative counts as zero.
-    public static func constantDelay(_ delay: Duration) -> RetryPolicy {
+    public static func constantDelay(_ delay: Duration) -> RetryPlan {
         backoff(.constant(delay))
     }
 
     /// Retries at once, without waiting.
-    public static var noDelay: RetryPolicy { backoff(.none) }
+    public static var noDelay: RetryPlan { backoff(.none) }
 
     /// A policy that waits as `strategy` says before every retry: any curve, cap and jitter of ``BackoffStrategy``,
     /// including ``BackoffStrategy/custom(_:)``.
     ///
     /// The clock parameter of the strategy is only a tag: the policy runs on any clock and on any scheduler.
-    public static func backoff(_ strategy: BackoffStrategy<ContinuousClock>) -> RetryPolicy {
-        RetryPolicy(base: { _ in .backoff(strategy) })
+    public static func backoff(_ strategy: BackoffStrategy<ContinuousClock>) -> RetryPlan {
+        RetryPlan(base: { _ in .backoff(strategy) })
     }
 
     /// A homemade policy: `decide` answers every failure that has attempts left with a ``RetryStrategy``.
     ///
     /// ```swift
-    /// let policy = RetryPolicy.strategy { error in
+    /// let policy = RetryPlan.strategy { error in
     ///     if let hint = (error as? Throttled)?.retryAfter { return .retryAfter(hint) }
     ///     return .backoff(.exponential(a: .milliseconds(200), b: 2).max(.seconds(10)).jitter())
     /// }
@@ -110,8 +113,8 @@ public struct RetryPolicy: Sendable {
     /// policy calls the same closure.
     public static func strategy(
         _ decide: @escaping @Sendable (any Error) -> RetryStrategy<ContinuousClock>
-    ) -> RetryPolicy {
-        RetryPolicy(base: decide)
+    ) -> RetryPlan {
+        RetryPlan(base: decide)
     }
 
     // MARK: - Modifiers
@@ -121,7 +124,7 @@ public struct RetryPolicy: Sendable {
     /// Applied twice, the smaller limit wins. A limit below 1 makes every run finish at once with ``RetryError``
     /// (invalid configuration). With ``onlyWhen(_:)`` and when repeating, the limit applies to each
     /// trial: it starts afresh whenever the condition turns true again or after a success.
-    public func giveUpAfter(maxAttempts: Int) -> RetryPolicy {
+    public func giveUpAfter(maxAttempts: Int) -> RetryPlan {
         var copy = self
         copy.configuration.maxAttempts = Swift.min(configuration.maxAttempts, maxAttempts)
         return copy
@@ -134,7 +137,7 @@ public struct RetryPolicy: Sendable {
     /// Applied twice, the shorter timeout wins. A negative timeout makes every run finish at once with ``RetryError``
     /// (invalid configuration).
     /// Longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years) counts as that limit.
-    public func giveUpAfter(totalTimeout: Duration) -> RetryPolicy {
+    public func giveUpAfter(totalTimeout: Duration) -> RetryPlan {
         var copy = self
         copy.configuration.totalTimeout =
             configuration.totalTimeout.map { Swift.min($0, totalTimeout) } ?? totalTimeout
@@ -146,8 +149,8 @@ public struct RetryPolicy: Sendable {
     /// Chainable: the run gives up when any of the predicates matches. Predicates run where the strategy runs (the
     /// run's queue or isolation) and see every failure that still has attempts left, including
     /// ``RetryError/Reason-swift.enum/attemptTimedOut`` errors.
-    public func giveUpOnErrors(_ predicate: @escaping @Sendable (any Error) -> Bool) -> RetryPolicy {
-        RetryPolicy(
+    public func giveUpOnErrors(_ predicate: @escaping @Sendable (any Error) -> Bool) -> RetryPlan {
+        RetryPlan(
             base: base, configuration: configuration, giveUpPredicates: giveUpPredicates + [predicate],
             condition: condition)
     }
@@ -158,7 +161,7 @@ public struct RetryPolicy: Sendable {
     /// Applied twice, the shorter timeout wins. Zero or negative makes every run finish at once with ``RetryError``
     /// (invalid configuration).
     /// Longer than ``BackoffStrategy/saturationLimit`` (about 31.7 years) counts as that limit.
-    public func attemptTimeout(_ timeout: Duration) -> RetryPolicy {
+    public func attemptTimeout(_ timeout: Duration) -> RetryPlan {
         var copy = self
         copy.configuration.attemptTimeout = configuration.attemptTimeout.map { Swift.min($0, timeout) } ?? timeout
         return copy
@@ -168,7 +171,7 @@ public struct RetryPolicy: Sendable {
     ///
     /// When the budget refuses a retry, the run finishes with ``RetryError``
     /// (``RetryError/Reason-swift.enum/budgetExhausted``) carrying the last error. Replaces an earlier budget.
-    public func budget(_ budget: RetryBudget) -> RetryPolicy {
+    public func budget(_ budget: RetryBudget) -> RetryPlan {
         var copy = self
         copy.configuration.budget = budget
         return copy
@@ -190,9 +193,9 @@ public struct RetryPolicy: Sendable {
     /// Chainable, like SwiftRetrier: with several conditions, attempts run only while all of them are `true`, and the
     /// run finishes with ``RetryError/Reason-swift.enum/conditionEnded`` as soon as any of them ends while not
     /// `true`.
-    public func onlyWhen(_ condition: RetryCondition) -> RetryPolicy {
+    public func onlyWhen(_ condition: RetryCondition) -> RetryPlan {
         let combined = self.condition.map { RetryCondition.all([$0, condition]) } ?? condition
-        return RetryPolicy(
+        return RetryPlan(
             base: base, configuration: configuration, giveUpPredicates: giveUpPredicates, condition: combined)
     }
 
@@ -201,8 +204,8 @@ public struct RetryPolicy: Sendable {
     ///
     /// - Parameter delay: The wait after each success, measured from the success. Negative counts as zero, longer
     ///   than ``BackoffStrategy/saturationLimit`` (about 31.7 years) as that limit.
-    public func repeating(withDelay delay: Duration) -> RepeatingRetryPolicy {
-        RepeatingRetryPolicy(policy: self, delay: DelayMath.clamp(delay))
+    public func repeating(withDelay delay: Duration) -> RepeatingRetryPlan {
+        RepeatingRetryPlan(policy: self, delay: DelayMath.clamp(delay))
     }
 
     // MARK: - Inspection

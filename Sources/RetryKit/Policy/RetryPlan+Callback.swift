@@ -1,6 +1,6 @@
 import Dispatch
 
-extension RetryPolicy {
+extension RetryPlan {
     /// Runs a completion-handler operation with this policy, calling `completion` with the result and a summary.
     ///
     /// Each call is an independent run ("hot retrier") of the same policy:
