@@ -158,7 +158,7 @@ package func callbackPlacement(
 ) -> (queue: DispatchQueue, problem: String?, otherActor: (any Actor)?) {
     guard let isolation else { return (queue, nil, nil) }
     if isolation === MainActor.shared {
-        if queue === DispatchQueue.main { return (queue, nil, nil) }
+        if isMainQueue(queue) { return (queue, nil, nil) }
         return (
             .main,
             "a completion-handler retrier started on the main actor runs its closures on the main queue: pass "
@@ -172,6 +172,26 @@ package func callbackPlacement(
             + "use withRetry or the async retry from actor code",
         isolation
     )
+}
+
+/// Whether `queue` is the main queue. Not `===`: on Linux, every `DispatchQueue.main` is a new object wrapping the same
+/// queue. A queue that only targets the main queue is not the main queue (its blocks are not the main actor's jobs).
+func isMainQueue(_ queue: DispatchQueue) -> Bool {
+    queue === DispatchQueue.main || queue.getSpecific(key: mainQueueMarker.key) == mainQueueMarker.value
+}
+
+/// A value set once on the main queue (``isMainQueue(_:)``), the first time a retrier asks.
+private let mainQueueMarker: MainQueueMarker = {
+    let marker = MainQueueMarker()
+    DispatchQueue.main.setSpecific(key: marker.key, value: marker.value)
+    return marker
+}()
+
+private struct MainQueueMarker: @unchecked Sendable {
+    // @unchecked Sendable: `DispatchSpecificKey` is not marked Sendable; this one is created once, never changed, and
+    // only passed to `getSpecific`/`setSpecific`, which are thread-safe.
+    let key = DispatchSpecificKey<UInt32>()
+    let value: UInt32 = 0x5254_4B4D
 }
 
 /// The retrier of a caller isolated to an actor other than the main actor: finished before it started, its completion
