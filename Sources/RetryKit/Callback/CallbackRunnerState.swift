@@ -69,6 +69,7 @@ struct CallbackRunnerState<Value: Sendable> {
     /// previous timer only if it was no longer wanted anyway).
     mutating func keep(_ timer: PendingTimer) -> PendingTimer? {
         let previous = self.timer.take()
+        assert(previous.map { !wants($0) } ?? true, "RetryKit internal: a pending timer would be overwritten")
         self.timer = timer
         return previous
     }
