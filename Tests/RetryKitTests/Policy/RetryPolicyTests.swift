@@ -26,7 +26,7 @@ func policyDelays(_ policy: RetryPolicy, count: Int, error: any Error = CBError(
     }
 }
 
-@Suite("RetryPolicy: factories, modifiers, configuration")
+@Suite("RetryPolicy: factories, modifiers, configuration", .timeLimit(.minutes(3)))
 struct RetryPolicyConfigurationTests {
     @Test func exponentialBackoffWithoutJitterIsCappedDoubling() {
         let policy = RetryPolicy.exponentialBackoff(jitter: .none)
@@ -154,7 +154,7 @@ extension RetryStrategy where C.Duration == Duration {
     }
 }
 
-@Suite("RetryPolicy: invalid values never trap")
+@Suite("RetryPolicy: invalid values never trap", .timeLimit(.minutes(3)))
 struct RetryPolicyInvalidTests {
     static let invalid: [(String, RetryPolicy)] = [
         ("maxAttempts 0", RetryPolicy.noDelay.giveUpAfter(maxAttempts: 0)),
