@@ -129,6 +129,16 @@ enum LoopbackSocket {
             _ = systemClose(fd)
         }
 
+        /// Closes the socket `fd` refers to at once, so that a listening socket refuses new connections, while keeping
+        /// the descriptor number taken (by a fresh unconnected socket, which `accept` and `poll` only fail on) until a
+        /// later ``close(_:)``: another thread may still use the number, and must never reach a descriptor some other
+        /// code opened meanwhile. Does nothing if no placeholder socket can be made.
+        static func retire(_ fd: Int32) {
+            guard let placeholder = try? makeStreamSocket() else { return }
+            while dup2(placeholder, fd) < 0 && errno == EINTR {}
+            close(placeholder)
+        }
+
         /// A pipe whose ends are close-on-exec: the server's stop signal.
         static func makePipe() throws -> (read: Int32, write: Int32) {
             var fds: [Int32] = [-1, -1]
@@ -228,6 +238,7 @@ enum LoopbackSocket {
         static func setLingerZero(_ fd: Int32) {}
         static func shutdownWrite(_ fd: Int32) {}
         static func close(_ fd: Int32) {}
+        static func retire(_ fd: Int32) {}
         static func makePipe() throws -> (read: Int32, write: Int32) { throw unsupported("pipe") }
         static func signal(_ writeEnd: Int32) {}
         static func wait(for fd: Int32, readable: Bool = true, stop: Int32, timeoutMilliseconds: Int32) -> Readiness {

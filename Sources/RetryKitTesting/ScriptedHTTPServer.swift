@@ -40,9 +40,11 @@ import RetryKit
 ///
 /// ## Stopping
 ///
-/// ``stop()`` interrupts every wait (delays, `neverAnswer`, reads and writes), closes every connection and the
-/// listening socket, and returns when all of the server's threads have finished. It is idempotent and is called by
-/// `deinit`, so a server that goes out of scope never leaks its threads or file descriptors.
+/// ``stop()`` interrupts every wait (delays, `neverAnswer`, reads and writes) and closes the listening socket, so that
+/// new connections are refused, and returns at once, without blocking the calling thread (a thread of Swift's
+/// cooperative pool, say): the server's threads close their connections and end on their own, and the last one to end
+/// releases the server's descriptors. ``stopped()`` waits for that. `stop()` is idempotent and is called by `deinit`, so
+/// a server that goes out of scope never leaks its threads or file descriptors.
 ///
 /// All methods are thread-safe.
 public final class ScriptedHTTPServer: Sendable {
@@ -110,14 +112,21 @@ public final class ScriptedHTTPServer: Sendable {
         core.state.withLock { state in state.requests.reduce(0) { $0 + ($1.path == path ? 1 : 0) } }
     }
 
-    /// Stops the server: interrupts all waits, closes every connection and the listening socket, and returns once all
-    /// of the server's threads have finished.
+    /// Stops the server: interrupts all waits and closes the listening socket (new connections are refused), then
+    /// returns at once; the server's threads close their connections and end shortly after (see ``stopped()``).
     ///
-    /// Clients with a request in flight see the connection close. Safe to call more than once and from any thread.
-    /// If a thread does not finish within 10 seconds (which would be a bug), `stop()` returns anyway and leaves the
-    /// descriptors that thread might still use open rather than hanging.
+    /// Clients with a request in flight see the connection close. Safe to call more than once and from any thread,
+    /// a thread of the cooperative pool included: it never waits for the server's threads.
     public func stop() {
         core.stop()
+    }
+
+    /// Stops the server if it is not stopped yet, and suspends until all of its threads have finished and its
+    /// descriptors are closed. A thread that never finished (which would be a bug) would keep this waiting: call it
+    /// from a test with a time limit.
+    public func stopped() async {
+        core.stop()
+        await core.waitForThreads()
     }
 }
 
@@ -277,6 +286,8 @@ final class ServerCore: Sendable {
         var requests: [ScriptedHTTPServer.RecordedRequest] = []
         var stopRequested = false
         var descriptorsClosed = false
+        /// The callers of ``ServerCore/waitForThreads()`` waiting for the descriptors to close.
+        var stopWaiters: [CheckedContinuation<Void, Never>] = []
     }
 
     static let headLimit = 64 * 1024
@@ -323,21 +334,38 @@ final class ServerCore: Sendable {
         state.withLock { $0.scripts[path] = script }
     }
 
+    /// Signals every thread to stop and closes the listening socket; never waits. Once every thread has ended, the
+    /// descriptors the threads share are closed (not before: a thread may still use their numbers) and the callers of
+    /// ``waitForThreads()`` resume.
     func stop() {
         let first = state.withLock { state in
             defer { state.stopRequested = true }
             return !state.stopRequested
         }
-        if first { LoopbackSocket.signal(stopWrite) }
-        guard threads.wait(timeout: .now() + .seconds(10)) == .success else { return }
-        let close = state.withLock { state in
-            defer { state.descriptorsClosed = true }
-            return !state.descriptorsClosed
-        }
-        if close {
+        guard first else { return }
+        LoopbackSocket.signal(stopWrite)
+        LoopbackSocket.retire(listenFD)  // refuses new connections now; the number stays taken until the close below
+        threads.notify(queue: .global()) { [self] in
             LoopbackSocket.close(listenFD)
             LoopbackSocket.close(stopRead)
             LoopbackSocket.close(stopWrite)
+            let waiters = state.withLock { state in
+                state.descriptorsClosed = true
+                defer { state.stopWaiters = [] }
+                return state.stopWaiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+    }
+
+    /// Suspends until the threads have ended and the descriptors are closed, after ``stop()``.
+    func waitForThreads() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let closed = state.withLock { state in
+                if !state.descriptorsClosed { state.stopWaiters.append(continuation) }
+                return state.descriptorsClosed
+            }
+            if closed { continuation.resume() }
         }
     }
 

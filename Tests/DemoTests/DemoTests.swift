@@ -3,7 +3,7 @@ import Testing
 
 @testable import retrykit_demo
 
-@Suite("retrykit-demo: command line")
+@Suite("retrykit-demo: command line", .timeLimit(.minutes(3)))
 struct DemoParseTests {
     private func options(_ arguments: [String]) -> RetryKitDemo.Options? {
         guard case .success(.run(let options)) = RetryKitDemo.parse(arguments) else { return nil }
@@ -77,7 +77,7 @@ struct DemoParseTests {
     }
 }
 
-@Suite("retrykit-demo: runs")
+@Suite("retrykit-demo: runs", .timeLimit(.minutes(3)))
 struct DemoRunTests {
     private func run(
         _ scenarios: [RetryKitDemo.Scenario], maxAttempts: Int, baseDelay: Duration = .zero

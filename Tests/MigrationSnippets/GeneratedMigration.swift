@@ -538,9 +538,9 @@ where C.Duration == Duration {
 #sourceLocation()
 }
 
-// Migration.md:857: asyncLibraryDifferences (test)
+// Migration.md:862: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 857)
+#sourceLocation(file: "Migration.md", line: 862)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -575,9 +575,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:927: swiftRetrierAfter (body)
+// Migration.md:932: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 927)
+#sourceLocation(file: "Migration.md", line: 932)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -603,9 +603,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:958: swiftRetrierCallbacks (body)
+// Migration.md:963: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 958)
+#sourceLocation(file: "Migration.md", line: 963)
 let policy = RetryPlan.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -616,9 +616,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:987: swiftRetrierToday (body)
+// Migration.md:992: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 987)
+#sourceLocation(file: "Migration.md", line: 992)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

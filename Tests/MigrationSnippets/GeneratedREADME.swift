@@ -103,9 +103,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:296: ReadmeErrors (test)
+// README.md:298: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 296)
+#sourceLocation(file: "README.md", line: 298)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:360: ReadmeVirtualTime (decl)
+// README.md:362: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 360)
+#sourceLocation(file: "README.md", line: 362)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

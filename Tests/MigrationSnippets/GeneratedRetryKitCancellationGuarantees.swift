@@ -13,9 +13,9 @@ import Testing
     import FoundationNetworking
 #endif
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:47: cancelHook (body)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:51: cancelHook (body)
 func cancelHook() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 47)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 51)
 // Fragment: `profileURL` and `show` stand for your app's code.
 let session = URLSession(configuration: .default)
 let handle = retry(maxAttempts: 3, attemptTimeout: .seconds(5), on: .main) { attempt, done in
@@ -29,9 +29,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:68: callbackCancelDuringWait (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:72: callbackCancelDuringWait (test)
 @Test("CancellationGuarantees.md: callbackCancelDuringWait") func callbackCancelDuringWait() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 68)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 72)
 struct Unavailable: Error {}
 let scheduler = VirtualScheduler()
 let outcomes = Recorder<String>()
@@ -57,9 +57,9 @@ scheduler.run()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:101: callbackLateResult (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:105: callbackLateResult (test)
 @Test("CancellationGuarantees.md: callbackLateResult") func callbackLateResult() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 101)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 105)
 let scheduler = VirtualScheduler()
 let pending = Recorder<AttemptCompletion<Int>>()
 let hooks = Recorder<Int>()
@@ -81,9 +81,9 @@ scheduler.run()
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:132: handleValueCancellation (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:136: handleValueCancellation (test)
 @Test("CancellationGuarantees.md: handleValueCancellation") func handleValueCancellation() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 132)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 136)
 struct Unavailable: Error {}
 let handle: RetryHandle<Int> = retry(on: DispatchQueue(label: "test")) { attempt, done in
     done(.failure(Unavailable()))
@@ -98,9 +98,9 @@ await #expect(throws: CancellationError.self) { try await waiter.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:174: asyncCancelDuringWait (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:178: asyncCancelDuringWait (test)
 @Test("CancellationGuarantees.md: asyncCancelDuringWait") func asyncCancelDuringWait() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 174)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 178)
 struct Unavailable: Error {}
 let clock = VirtualClock()
 let attempts = Recorder<Int>()
@@ -120,9 +120,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:198: withRetryAbandonsAttempt (test)
+// Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md:202: withRetryAbandonsAttempt (test)
 @Test("CancellationGuarantees.md: withRetryAbandonsAttempt") func withRetryAbandonsAttempt() async throws {
-#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 198)
+#sourceLocation(file: "Sources/RetryKit/RetryKit.docc/CancellationGuarantees.md", line: 202)
 let hooks = Recorder<String>()
 let pending = Recorder<AttemptCompletion<Int>>()
 let (started, signal) = AsyncStream.makeStream(of: Void.self)

@@ -18,7 +18,7 @@ private struct LegacyOutcome: Sendable {
     let retriesLeft: Int
 }
 
-@Suite("Migration.md, section 1: requestWithRetry")
+@Suite("Migration.md, section 1: requestWithRetry", .timeLimit(.minutes(3)))
 struct RequestWithRetryMigrationTests {
     private func run(
         _ request: @escaping @Sendable (@escaping @Sendable (Data?, URLResponse?, (any Error)?, Int) -> Void) -> Void
@@ -83,7 +83,7 @@ struct RequestWithRetryMigrationTests {
     }
 }
 
-@Suite("Migration.md, section 2: one call site at a time")
+@Suite("Migration.md, section 2: one call site at a time", .timeLimit(.minutes(3)))
 struct OneCallSiteAtATimeTests {
     @Test("the callback store, awaited through its handle")
     func callbackStore() async throws {

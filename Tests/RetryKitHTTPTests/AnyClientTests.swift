@@ -58,7 +58,7 @@ private func send(
 }
 
 /// `HTTPRetryPolicy.run`: the policy drives a client that is not URLSession, from plain values.
-@Suite struct AnyClientTests {
+@Suite(.timeLimit(.minutes(3))) struct AnyClientTests {
     @Test func retryableStatusesAreRetriedUntilASuccess() async throws {
         let client = FakeClient([.success(FakeResponse(status: 503)), .success(FakeResponse(status: 200))])
         let events = Locked<[RetryEvent<FakeResponse>]>([])

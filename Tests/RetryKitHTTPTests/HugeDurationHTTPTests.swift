@@ -9,7 +9,7 @@ import Testing
 
 /// Timeouts far beyond what a clock instant can hold are clamped to `BackoffStrategy.saturationLimit` by the state
 /// machine, so the HTTP layer's async API runs them (it trapped with "Not enough bits to represent the passed value").
-@Suite struct HugeDurationHTTPTests {
+@Suite(.timeLimit(.minutes(3))) struct HugeDurationHTTPTests {
     @Test(arguments: [Duration.seconds(Int64.max), .nanoseconds(Int64.max)])
     func asyncRequestWithHugeTimeoutsSucceeds(huge: Duration) async throws {
         let server = try ScriptedHTTPServer(scripts: ["/ok": [.respond(200, body: "ok")]])

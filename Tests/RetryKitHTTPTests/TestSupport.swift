@@ -114,3 +114,16 @@ func eventually(within limit: Duration = .seconds(60), _ condition: () -> Bool) 
     }
     return condition()
 }
+
+/// The bound of the tests that check that something ends promptly where a wrong library would wait 45 s or more (a
+/// backoff, a `Retry-After`, a session's request timeout): far above the milliseconds it takes, so that a machine
+/// stalled by load does not fail them, and well below the wrong case.
+let promptBound: Duration = .seconds(30)
+
+/// Runs `body` on a thread of its own and suspends until it returns: for blocking work (a blocking socket read), so
+/// that it never holds a thread of Swift's cooperative pool.
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+        Thread { continuation.resume(returning: body()) }.start()
+    }
+}

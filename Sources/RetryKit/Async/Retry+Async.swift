@@ -39,8 +39,9 @@
 ///
 /// Task cancellation is checked before every attempt: a task that is already cancelled when `retry` is called runs no
 /// attempt. Cancellation during a wait ends the wait at once. If the task is cancelled when an attempt throws, the
-/// strategy is not consulted. In all these cases `retry` throws `CancellationError`. An attempt that is running when
-/// the task is cancelled is not interrupted (cancellation is cooperative); if it still succeeds, its value is
+/// strategy is not consulted, nor when an attempt throws `CancellationError` itself (a cancellation from inside the
+/// work is not a transient fault). In all these cases `retry` throws `CancellationError`. An attempt that is running
+/// when the task is cancelled is not interrupted (cancellation is cooperative); if it still succeeds, its value is
 /// returned.
 ///
 /// - Parameters:

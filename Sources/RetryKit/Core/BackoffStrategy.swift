@@ -219,6 +219,7 @@ indirect enum BackoffCurve: Sendable {
             // b ≥ 0 here; pow may return +inf, which clamps to the limit.
             return DelayMath.clamp(a * pow(b, Double(x)))
         case .decorrelated(let base, let cap, let random):
+            guard base > 0 else { return 0 }  // the range never grows from nothing, whatever the previous delay
             let prev = Swift.max(previous ?? base, base)
             let high = Swift.min(cap, 3 * prev)
             let low = Swift.min(base, high)
@@ -317,7 +318,7 @@ extension BackoffStrategy where C.Duration == Duration {
     ///
     /// `previous` is the last delay a backoff computed for this retrier (see ``delay(forRetry:previous:)``); a
     /// previous delay below `base` counts as `base`. If `cap < base`, every delay is `cap`; if `base` is 0, every delay
-    /// is 0 (the range never grows from nothing).
+    /// is 0, whatever the previous delay (even one another strategy answered before), and nothing is drawn.
     ///
     /// **After a hint.** A ``RetryStrategy/retryAfter(_:)`` wait is the server's delay, not a step of this chain: it
     /// is not fed in as `previous`. The next backoff delay grows from the last delay the backoff itself computed (from
@@ -396,8 +397,10 @@ extension BackoffStrategy where C.Duration == Duration {
     /// Unlike the library RetryKit is compatible with, this needs no macOS 15. `.none.jitter()` is 0.
     ///
     /// - Parameter generator: The source of randomness. A value-type generator is copied into the strategy once and
-    ///   then advances with every draw, shared by all copies of the strategy. It is never called while RetryKit holds a
-    ///   lock, so it may call into RetryKit; a generator with reference semantics must be thread-safe itself.
+    ///   then advances with every draw it serves, shared by all copies of the strategy. It is never called while
+    ///   RetryKit holds a lock, so it may call into RetryKit, even draw from this strategy, and never by two draws at
+    ///   once: a draw that overlaps another (nested in the generator, or on another thread) uses
+    ///   `SystemRandomNumberGenerator` instead.
     public func jitter<T: RandomNumberGenerator>(using generator: T = SystemRandomNumberGenerator()) -> Self {
         Self(.fullJitter(parts.curve, RandomSource(generator)), cap: parts.cap)
     }

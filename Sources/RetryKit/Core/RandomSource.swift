@@ -1,8 +1,8 @@
 /// The source of randomness a jittered ``BackoffStrategy`` draws from.
 ///
 /// The system generator needs no state; any other generator is kept in a ``SharedGenerator`` so that a strategy value
-/// stays `Sendable` and a seeded generator advances exactly once per draw, whichever thread draws. The generator is
-/// never called while a lock is held.
+/// stays `Sendable` and a seeded generator advances exactly once per draw it serves, whichever thread draws. The
+/// generator is never called while a lock is held, nor by two draws at once.
 @usableFromInline
 package enum RandomSource: Sendable {
     /// `SystemRandomNumberGenerator`, which has no state.
@@ -34,38 +34,36 @@ package enum RandomSource: Sendable {
 
 /// A caller's generator shared by the copies of a strategy, drawn from without calling it under a lock.
 ///
-/// A draw copies the generator and its version out of the lock, calls `next()` on the copy with no lock held, and
-/// stores the advanced copy back only if no other draw was stored meanwhile; otherwise it draws again from the newer
-/// state. So draws are serialized — each stored draw advances the generator exactly once, in the order they are
-/// stored — while the generator itself may touch RetryKit (cancel a handle, start a retrier, even draw from the same
-/// strategy) without deadlocking. A generator with reference semantics is called directly, possibly from several
-/// threads at once, and must be thread-safe itself.
+/// A draw takes the generator out under the lock, calls `next()` on it with no lock held, and puts the advanced
+/// generator back. A draw that finds the generator out — one nested inside the generator's own `next()` (a generator
+/// that draws from the strategy it jitters), or one on another thread at the same moment — does not wait or retry: it
+/// draws from `SystemRandomNumberGenerator` instead, and leaves the caller's generator alone. So every draw ends after
+/// at most one call of the caller's generator, whatever that generator does (cancel a handle, start a retrier, draw
+/// from the same strategy, every time), and the generator is never called by two draws at once, even one with
+/// reference semantics. Each draw that uses the caller's generator advances it exactly once: draws that do not overlap
+/// (those of one retrier, or of retriers driven by a virtual scheduler) follow the seeded sequence, in order; the
+/// values a generator never saw are still uniform, only not reproducible.
 @usableFromInline
 package final class SharedGenerator: Sendable {
-    private struct State {
-        var generator: any RandomNumberGenerator
-        /// Bumped by every stored draw.
-        var version: UInt64 = 0
-    }
-
-    private let state: Locked<State>
+    /// The caller's generator; `nil` while a draw has it out.
+    private let state: Locked<(any RandomNumberGenerator)?>
 
     init(_ generator: some RandomNumberGenerator) {
-        state = Locked(State(generator: generator))
+        state = Locked(generator)
     }
 
     /// The next 64 random bits.
     func next() -> UInt64 {
-        while true {
-            var (generator, version) = state.withLock { ($0.generator, $0.version) }
-            let bits = generator.next()  // the caller's code: no lock held
-            let stored: Bool = state.withLock { s in
-                guard s.version == version else { return false }
-                s.generator = generator
-                s.version &+= 1
-                return true
-            }
-            if stored { return bits }
+        let taken: (any RandomNumberGenerator)? = state.withLock { generator in
+            defer { generator = nil }
+            return generator
         }
+        guard var generator = taken else {
+            var system = SystemRandomNumberGenerator()  // another draw has it: nested, or concurrent
+            return system.next()
+        }
+        let bits = generator.next()  // the caller's code: no lock held
+        state.withLock { $0 = generator }
+        return bits
     }
 }

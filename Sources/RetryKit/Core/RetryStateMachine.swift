@@ -441,7 +441,10 @@ package struct RetryStateMachine: Sendable {
     private func error(of ending: Ending) -> (any Error)? {
         switch ending.reason {
         case .succeeded: return nil
-        case .cancelled: return CancellationError()
+        case .cancelled:
+            // The operation's own `CancellationError` when an attempt ended with it (see `failed`), otherwise a new one.
+            guard case .failed = ending.last, let lastError else { return CancellationError() }
+            return lastError
         case .deadlineExceeded: return deadlineError(at: ending.at)
         case .budgetExhausted:
             return RetryError(.budgetExhausted, lastError: lastError, attempts: attemptsRun, elapsed: ending.at)
@@ -501,7 +504,9 @@ package struct RetryStateMachine: Sendable {
         return trialSucceeded(attempt, at: now)
     }
 
-    /// Attempt `number` failed with `error`.
+    /// Attempt `number` failed with `error`. A `CancellationError` finishes the retrier with
+    /// ``RetryError/Reason-swift.enum/cancelled`` and that error, without asking the strategy; any other error asks it
+    /// (``Action/consultStrategy(_:error:)``) while attempts are left.
     @usableFromInline
     package mutating func attemptFailed(_ number: Int, error: any Error, at now: Duration) -> Action {
         guard case .attempting(let attempt) = state, attempt.number == number else { return .none }
@@ -754,6 +759,13 @@ package struct RetryStateMachine: Sendable {
             error = RetryError(missing.reason, attempts: attempt.number, elapsed: now)
         }
         lastError = error
+        // A cancellation from inside the work (a cancelled child task, a raced timeout, a cancelled request) is not a
+        // transient fault: the retrier ends with it, without asking the strategy, as when the retrier is cancelled,
+        // except that the attempt's failure is reported (`attemptFailed(…, next: .giveUp(.cancelled))`) and the
+        // operation's own error is the one the retrier finishes with.
+        if Self.isCancellation(error) {
+            return finish(.cancelled, at: now, last: .failed, of: attempt)
+        }
         if attempt.number >= configuration.maxAttempts {
             return finish(.exhausted, at: now, last: .failed, of: attempt)
         }
@@ -765,6 +777,12 @@ package struct RetryStateMachine: Sendable {
     /// Whether `error`'s type is ``RetryError``: called with an `any Error`, which the call opens.
     private static func isRetryError<E: Error>(_ error: E) -> Bool {
         E.self == RetryError.self
+    }
+
+    /// Whether `error`'s type is `CancellationError`: called with an `any Error`, which the call opens (a metatype
+    /// comparison, much cheaper than a conditional cast, on every failure).
+    private static func isCancellation<E: Error>(_ error: E) -> Bool {
+        E.self == CancellationError.self
     }
 
     private func deadlineError(at now: Duration) -> RetryError {

@@ -188,8 +188,8 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
         /// Waits for the pause after the previous success, then runs a trial and returns its value.
         ///
         /// - Returns: The next value, or `nil` once the sequence has ended or the task is cancelled.
-        /// - Throws: The error the policy gave up with, or ``RetryError``
-        ///   (``RetryError/Reason-swift.enum/conditionEnded``); afterwards the sequence is ended.
+        /// - Throws: The error the policy gave up with (a `CancellationError` the operation threw included), or
+        ///   ``RetryError`` (``RetryError/Reason-swift.enum/conditionEnded``); afterwards the sequence is ended.
         public mutating func next() async throws -> Value? {
             if machine.isFinished { return nil }
             let start = self.start ?? sequence.clock.now
@@ -204,8 +204,11 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
                 return try await sequence.repeating.policy.runTrialMachine(
                     of: machine, since: start, tolerance: sequence.tolerance, clock: sequence.clock, isolation: nil,
                     operation: sequence.operation, observer: sequence.observer)
-            } catch is CancellationError {
-                return nil  // cancelled: the machine has emitted `finished`
+            } catch let error as CancellationError {
+                // The task cancelled: the sequence ends (the machine has emitted `finished`). The operation's own
+                // `CancellationError` ended the run: it is the error the run gave up with, as in the callback style.
+                guard Task.isCancelled else { throw error }
+                return nil
             }
         }
     }

@@ -128,7 +128,7 @@ func retryExponential<C: Clock>(
 
 // MARK: - Tests
 
-@Suite("Any clock: the async retry library's API for any C: Clock")
+@Suite("Any clock: the async retry library's API for any C: Clock", .timeLimit(.minutes(3)))
 struct AnyClockTests {
     @Test("A clock with its own duration type: attempts and waits follow the strategy, in that type")
     func foreignDurationWaits() async throws {

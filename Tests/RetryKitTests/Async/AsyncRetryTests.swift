@@ -31,7 +31,7 @@ private final class NonSendableBox {
     }
 }
 
-@Suite("Async retry (seed-compatible API)")
+@Suite("Async retry (seed-compatible API)", .timeLimit(.minutes(3)))
 struct AsyncRetryTests {
     @Test("Success on the first attempt runs the operation once and never asks the strategy")
     func firstTrySuccess() async throws {
@@ -370,7 +370,7 @@ struct AsyncRetryTests {
 
 /// The basic `retry` answers the machine's `start` itself when the configuration is valid and the task not cancelled
 /// (attempt 1, no timer), without building a machine: this pins that this is what the machine says.
-@Suite("Basic async retry: the first step is the machine's")
+@Suite("Basic async retry: the first step is the machine's", .timeLimit(.minutes(3)))
 struct BasicRetryFirstStepTests {
     @Test(
         "A valid configuration without timeouts starts with attempt 1 and no timer", arguments: [1, 2, 3, 10, Int.max])

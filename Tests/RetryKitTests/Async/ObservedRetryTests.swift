@@ -23,7 +23,7 @@ private actor ObservingOwner {
     }
 }
 
-@Suite("Async retry with limits and events")
+@Suite("Async retry with limits and events", .timeLimit(.minutes(3)))
 struct ObservedRetryTests {
     @Test("Events for success after two failures, with the attempt passed to the operation")
     func eventsForSuccessAfterFailures() async throws {

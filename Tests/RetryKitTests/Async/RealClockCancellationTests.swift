@@ -6,7 +6,7 @@ import Testing
 /// under the thread sanitizer took over 1 s; one stalled by two sanitizer runs and a build beside each other held
 /// threads for 12 s), and still half the backoff: a retrier that ignored the cancellation and slept on would take
 /// 60 s. How fast the cancel really is, `Benchmarks/` measures.
-@Suite("Cancellation during a real 60 s backoff")
+@Suite("Cancellation during a real 60 s backoff", .timeLimit(.minutes(3)))
 struct RealClockCancellationTests {
     private static let backoff = Duration.seconds(60)
     private static let bound = Duration.seconds(30)

@@ -2,7 +2,7 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
-@Suite("VirtualClock and InstantClock")
+@Suite("VirtualClock and InstantClock", .timeLimit(.minutes(3)))
 struct VirtualClockTests {
     private func at(_ seconds: Int64) -> VirtualClock.Instant {
         .zero.advanced(by: .seconds(seconds))

@@ -5,7 +5,7 @@ import Testing
 
 /// `withRetry` around an operation that releases `done` without calling it: the attempt fails with
 /// `RetryError.Reason.completionReleased` (the strategy decides), never a hang (issue 14.1).
-@Suite("withRetry: a completion released uncalled fails its attempt")
+@Suite("withRetry: a completion released uncalled fails its attempt", .timeLimit(.minutes(3)))
 struct WithRetryCompletionReleasedTests {
     @Test func droppedAtOnceFailsEveryAttemptAndGivesUp() async {
         let calls = Locked(0)

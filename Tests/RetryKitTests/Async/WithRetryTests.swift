@@ -38,7 +38,7 @@ private actor BridgeOwner {
     }
 }
 
-@Suite("withRetry: a completion-handler operation retried from async code")
+@Suite("withRetry: a completion-handler operation retried from async code", .timeLimit(.minutes(3)))
 struct WithRetryTests {
     @Test("Success after two failures, with events identical in shape to the async API's")
     func successAfterFailures() async throws {

@@ -31,7 +31,7 @@ private final class Script: Sendable {
 
 /// Every free entry point takes `budget:` and charges it through the same core accounting as policies: each retry
 /// withdraws from it, a refusal ends the run with `.budgetExhausted`, a success refunds what its retry cost.
-@Suite("Budgets on the free entry points")
+@Suite("Budgets on the free entry points", .timeLimit(.minutes(3)))
 struct BudgetEntryPointTests {
     let queue = DispatchQueue(label: "budget-entry-point-tests")
 

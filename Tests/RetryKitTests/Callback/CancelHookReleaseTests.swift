@@ -27,7 +27,7 @@ private final class LockProbe<Value: Sendable>: Sendable {
     }
 }
 
-@Suite("A cancel hook that can no longer run is released outside RetryKit's locks")
+@Suite("A cancel hook that can no longer run is released outside RetryKit's locks", .timeLimit(.minutes(3)))
 struct CancelHookReleaseTests {
     private let queue = DispatchQueue(label: "cancel-hook-release-tests")
 

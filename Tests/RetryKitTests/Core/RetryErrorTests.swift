@@ -33,7 +33,7 @@ private final class Outcome<Value: Sendable>: Sendable {
     }
 }
 
-@Suite("RetryError and the reasons events and errors share")
+@Suite("RetryError and the reasons events and errors share", .timeLimit(.minutes(3)))
 struct RetryErrorTests {
     let queue = DispatchQueue(label: "retry-error-tests")
 

@@ -494,6 +494,37 @@ struct RetryStateMachineEdgeTests {
         #expect(machine.attemptTimedOut(1, at: .seconds(2)).isNone)
     }
 
+    @Test(
+        "an attempt that fails with CancellationError finishes cancelled with its failure, asking no strategy",
+        arguments: [1, 3])
+    func operationCancellation(maxAttempts: Int) {
+        var machine = RetryStateMachine(
+            RetryConfiguration(maxAttempts: maxAttempts, budget: RetryBudget(capacity: 10, retryCost: 1)))
+        _ = machine.start(at: .zero)
+        let termination = machine.finishing { $0.attemptFailed(1, error: CancellationError(), at: .seconds(1)) }
+        #expect(termination?.summary == RetrySummary(reason: .cancelled, attempts: 1, elapsed: .seconds(1)))
+        #expect(termination?.error is CancellationError)
+        #expect(machine.finalError is CancellationError)
+        #expect(termination?.failedAttempt?.attempt.number == 1)
+        #expect(termination?.failedAttempt?.error is CancellationError)
+        #expect(
+            termination?.events(value: 5).map(describe) == [
+                "failed 1 CancellationError() give up cancelled",
+                "finished cancelled after 1 at 1.0 seconds CancellationError()",
+            ])
+        #expect(machine.budgetRefund == nil, "no refund after a cancellation")
+        #expect(machine.decide(.retry(after: .seconds(1)), at: .seconds(1)).isNone)
+        #expect(machine.cancel(at: .seconds(2)).isNone)
+    }
+
+    @Test("a CancellationError inside another error is the operation's error like any other: the strategy is asked")
+    func wrappedCancellationIsAskedAbout() {
+        var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3))
+        _ = machine.start(at: .zero)
+        let wrapped = RetryError(.exhausted, lastError: CancellationError(), attempts: 1)
+        #expect(machine.attemptFailed(1, error: wrapped, at: .zero).consultation != nil)
+    }
+
     @Test("cancel while the strategy is consulted makes the decision stale")
     func cancelDeciding() {
         var machine = RetryStateMachine(RetryConfiguration(maxAttempts: 3))

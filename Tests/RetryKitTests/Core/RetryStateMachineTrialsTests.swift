@@ -20,7 +20,7 @@ extension RetryStateMachine.Action {
 }
 
 /// Condition gating and repetition are inputs and actions of the one machine: a run of trials, each a fresh retrier.
-@Suite("RetryStateMachine trials")
+@Suite("RetryStateMachine trials", .timeLimit(.minutes(3)))
 struct RetryStateMachineTrialsTests {
     private static let constant = RetryStrategy<ContinuousClock>.backoff(.constant(.milliseconds(100)))
     private static let growing = RetryStrategy<ContinuousClock>.backoff(

@@ -71,6 +71,8 @@ struct ParityScenario: Sendable {
         /// Hangs like ``hang``, then delivers `"late v\(n)"` when cancelled: from its cancel hook (too late, the
         /// attempt is over), or by returning it (the async form ignores the cancellation).
         case hangThenLateValue
+        /// Fails with a `CancellationError` of its own (a cancelled child task, say), the retrier not being cancelled.
+        case throwCancellation
     }
 
     /// When the scenario cancels the retrier.
@@ -99,6 +101,8 @@ struct ParityScenario: Sendable {
     var immediateRetries = false
     /// The shared budget every run pays into (a fresh one per run, in the same state), if any.
     var budget: ParityBudget?
+    /// Counts the strategy's answers (``decide(_:_:)``) over every run, if set.
+    var strategyCalls: ParityStrategyCalls?
 
     /// The backoff of every run: seeded full-jitter exponential (a fresh generator each time it is called), or `.none`
     /// for ``immediateRetries``.
@@ -123,6 +127,7 @@ struct ParityScenario: Sendable {
 
     /// The strategy's answer to `error`.
     func decide<C>(_ error: any Error, _ backoff: BackoffStrategy<C>) -> RetryStrategy<C> {
+        strategyCalls?.record()
         if let stopOn, (error as? TestError)?.id == stopOn { return .stop }
         return .backoff(backoff)
     }
@@ -175,6 +180,8 @@ extension ParityScenario.Step {
         case .succeedTwice:
             done(.success("v\(number)"))
             done(.success("again"))
+        case .throwCancellation:
+            done(.failure(CancellationError()))
         }
     }
 
@@ -193,8 +200,21 @@ extension ParityScenario.Step {
             progress.milestone()
             try? await Task.sleep(for: .seconds(600))  // real time, but cancelled at once (timeout, cancel, condition)
             return "late v\(number)"  // ignores the cancellation
+        case .throwCancellation:
+            throw CancellationError()
         }
     }
+}
+
+/// Counts the calls of a scenario's strategy, from any thread.
+final class ParityStrategyCalls: Sendable {
+    private let count = Locked(0)
+
+    func record() {
+        count.withLock { $0 += 1 }
+    }
+
+    var value: Int { count.withLock { $0 } }
 }
 
 /// A shared ``RetryBudget`` as a run finds it: built with these settings, then drawn on by another retrier.

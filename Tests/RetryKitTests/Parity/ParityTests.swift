@@ -130,6 +130,36 @@ struct ParityTests {
         await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
     }
 
+    @Test("An operation's own CancellationError on the first attempt is final: no retry, the strategy is not asked")
+    func operationCancellationOnTheFirstAttempt() async {
+        var scenario = ParityScenario(maxAttempts: 5, steps: [.throwCancellation, .succeed])
+        scenario.strategyCalls = ParityStrategyCalls()
+        let a1 = attempt(1, of: 5, at: .zero)
+        let expected = ParityRun(
+            log: [.started(a1), .failed(a1, error: "CancellationError()", next: .giveUp(.cancelled))]
+                + .endFailed(.cancelled, attempts: 1, elapsed: .zero, error: "CancellationError()"),
+            waits: [])
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
+        #expect(scenario.strategyCalls?.value == 0, "no style asks the strategy")
+    }
+
+    @Test("An operation's CancellationError after a retry ends the retrier there, with attempts and a budget left")
+    func operationCancellationAfterARetry() async {
+        var scenario = ParityScenario(maxAttempts: 5, steps: [.fail, .throwCancellation, .succeed])
+        scenario.strategyCalls = ParityStrategyCalls()
+        scenario.budget = ParityBudget(capacity: 10, retryCost: 1, timeoutRetryCost: 1)
+        let d = scenario.coreDelays(1)
+        let a2 = attempt(2, of: 5, at: d[0])
+        let expected = ParityRun(
+            log: .failedAndRetried(d, of: 5) + [
+                .started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled)),
+            ] + .endFailed(.cancelled, attempts: 2, elapsed: d[0], error: "CancellationError()"),
+            waits: d, tokens: 9)
+        await expectParity(scenario, expected: expected, styles: ParityStyle.allCases)
+        // Once per style, for the first failure only.
+        #expect(scenario.strategyCalls?.value == ParityStyle.allCases.count)
+    }
+
     @Test("A cancel before the first attempt: no attempt runs")
     func cancelBeforeTheFirstAttempt() async {
         let scenario = ParityScenario(maxAttempts: 3, steps: [.succeed], cancel: .beforeStart)

@@ -273,6 +273,21 @@ struct PolicyParityTests {
         await expectPolicyParity(scenario, expected: expected)
     }
 
+    @Test("Repeating: an operation's CancellationError ends the repetition at once, without asking the strategy")
+    func repeatingEndsOnTheOperationsCancellation() async {
+        let scenario = PolicyParityScenario(
+            maxAttempts: 3, condition: nil, repeatDelay: .seconds(10), steps: [.succeed, .fail, .throwCancellation],
+            script: [.toEnd])
+        let a2 = attempt(2, of: 3, at: .seconds(1))
+        let expected = ParityRun(
+            log: .delivering("v1", at: attempt(1, of: 3, at: .zero))
+                + .failedAndRetried([.seconds(1)], of: 3, firstError: 2)
+                + [.started(a2), .failed(a2, error: "CancellationError()", next: .giveUp(.cancelled))]
+                + .endFailed(.cancelled, attempts: 3, elapsed: .seconds(11), error: "CancellationError()"),
+            waits: [.seconds(10), .seconds(1)])
+        await expectPolicyParity(scenario, expected: expected)
+    }
+
     /// Inherent to the styles: cancelling a callback repetition calls its completion with `CancellationError`; a
     /// cancelled `values` sequence ends (returns `nil`), as an `AsyncSequence` does. Both emit the same `finished`.
     @Test("Repeating: cancelled during a pause: the same events; the callback completes with CancellationError")

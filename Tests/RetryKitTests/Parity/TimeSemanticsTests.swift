@@ -7,7 +7,7 @@ import RetryKit
 import RetryKitTesting
 import Testing
 
-@Suite("One meaning of time across styles")
+@Suite("One meaning of time across styles", .timeLimit(.minutes(3)))
 struct TimeSemanticsTests {
     /// What a run looked like on its clock: when each attempt started, and how it ended.
     private struct Timeline: Equatable, CustomStringConvertible {

@@ -66,7 +66,7 @@ private func checkOutage(_ outcomes: [Outcome], calls: Int, callers: Int, budget
     return retries
 }
 
-@Suite("RetryBudget in a simulated outage, through the real runners")
+@Suite("RetryBudget in a simulated outage, through the real runners", .timeLimit(.minutes(3)))
 struct BudgetOutageTests {
     static let callers = 1_000
 

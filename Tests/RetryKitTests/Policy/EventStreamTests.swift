@@ -11,7 +11,7 @@ private func collect<Value>(_ events: AsyncStream<RetryEvent<Value>>) async -> [
     return lines
 }
 
-@Suite("RetryEvent.makeStream")
+@Suite("RetryEvent.makeStream", .timeLimit(.minutes(3)))
 struct EventStreamTests {
     let queue = DispatchQueue(label: "event-stream-tests")
 

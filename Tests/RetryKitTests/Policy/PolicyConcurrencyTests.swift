@@ -6,7 +6,7 @@ import Testing
 
 /// Real queues, real timers and a condition toggled from other threads: for the thread sanitizer, and to check that
 /// every run still ends exactly once.
-@Suite("Policies under concurrency")
+@Suite("Policies under concurrency", .timeLimit(.minutes(3)))
 struct PolicyConcurrencyTests {
     @Test func gatedCallbackRunsWhileTheConditionFlipsFromAnotherThread() async {
         let runs = 200

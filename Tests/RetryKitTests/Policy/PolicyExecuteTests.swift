@@ -4,7 +4,7 @@ import Testing
 
 @testable import RetryKit
 
-@Suite("RetryPlan.execute, completion-handler style")
+@Suite("RetryPlan.execute, completion-handler style", .timeLimit(.minutes(3)))
 struct PolicyCallbackExecuteTests {
     let queue = DispatchQueue(label: "policy-callback-tests")
 
@@ -143,7 +143,7 @@ struct PolicyCallbackExecuteTests {
     }
 }
 
-@Suite("RetryPlan.execute, async style")
+@Suite("RetryPlan.execute, async style", .timeLimit(.minutes(3)))
 struct PolicyAsyncExecuteTests {
     @Test func backoffOnTheTestClockWithEvents() async throws {
         let clock = VirtualClock()

@@ -27,7 +27,7 @@ private func awaitValue<Value>(of handle: RetryHandle<Value>) async throws {
     _ = try await handle.value
 }
 
-@Suite("repeating(withDelay:), completion-handler style")
+@Suite("repeating(withDelay:), completion-handler style", .timeLimit(.minutes(3)))
 struct RepeatingCallbackTests {
     let queue = DispatchQueue(label: "repeating-callback-tests")
 
@@ -187,7 +187,7 @@ struct RepeatingCallbackTests {
     }
 }
 
-@Suite("repeating(withDelay:), async style")
+@Suite("repeating(withDelay:), async style", .timeLimit(.minutes(3)))
 struct RepeatingAsyncTests {
     /// A repetition gated by `condition` on `clock`: attempts without delay, a 5 s pause after each success.
     private func gatedValues(

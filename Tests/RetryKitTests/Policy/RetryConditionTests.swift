@@ -4,7 +4,7 @@ import Testing
 
 @testable import RetryKit
 
-@Suite("RetryCondition sources")
+@Suite("RetryCondition sources", .timeLimit(.minutes(3)))
 struct RetryConditionSourceTests {
     @Test func aSetConditionNotifiesChangesOnlyAndFreezesWhenFinished() {
         let condition = RetryCondition()
@@ -151,7 +151,7 @@ struct RetryConditionSourceTests {
     }
 }
 
-@Suite("onlyWhen, completion-handler style")
+@Suite("onlyWhen, completion-handler style", .timeLimit(.minutes(3)))
 struct ConditionCallbackTests {
     let queue = DispatchQueue(label: "condition-callback-tests")
 
@@ -428,7 +428,7 @@ struct ConditionCallbackTests {
     }
 }
 
-@Suite("onlyWhen, async style")
+@Suite("onlyWhen, async style", .timeLimit(.minutes(3)))
 struct ConditionAsyncTests {
     @Test func waitsWithoutBurningAttemptsAndStartsAfreshEachTimeItOpens() async throws {
         let clock = VirtualClock()

@@ -26,7 +26,7 @@ func policyDelays(_ policy: RetryPlan, count: Int, error: any Error = CBError(co
     }
 }
 
-@Suite("RetryPlan: factories, modifiers, configuration")
+@Suite("RetryPlan: factories, modifiers, configuration", .timeLimit(.minutes(3)))
 struct RetryPlanConfigurationTests {
     @Test func exponentialBackoffWithoutJitterIsCappedDoubling() {
         let policy = RetryPlan.exponentialBackoff(jitter: .none)
@@ -154,7 +154,7 @@ extension RetryStrategy where C.Duration == Duration {
     }
 }
 
-@Suite("RetryPlan: invalid values never trap")
+@Suite("RetryPlan: invalid values never trap", .timeLimit(.minutes(3)))
 struct RetryPlanInvalidTests {
     static let invalid: [(String, RetryPlan)] = [
         ("maxAttempts 0", RetryPlan.noDelay.giveUpAfter(maxAttempts: 0)),

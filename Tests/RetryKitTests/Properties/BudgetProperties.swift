@@ -52,7 +52,7 @@ struct SharedBudgetCase: CustomStringConvertible, Sendable {
     }
 }
 
-@Suite("Properties: retry budget")
+@Suite("Properties: retry budget", .timeLimit(.minutes(3)))
 struct BudgetProperties {
     @Test("with no successes, retriers sharing a budget retry at most (capacity − minBalance) / retryCost times")
     func boundWithFailures() {

@@ -7,7 +7,7 @@ import Testing
 /// The same random retriers through every style: the callback runner on a `VirtualScheduler`, the async runners
 /// (`retry`, the seed-compatible `retry`, `withRetry`) and policies on a `VirtualClock`. Properties: no trap, exactly one
 /// completion, attempts never exceed `maxAttempts`, every wait lies in `[0, limit]` and under its cap.
-@Suite("Properties: every style")
+@Suite("Properties: every style", .timeLimit(.minutes(3)))
 struct RunnerProperties {
     /// Edge cases every style checks first: each extreme `Duration` as both timeouts and as a Retry-After answer.
     static let edges: [RetrierCase] =

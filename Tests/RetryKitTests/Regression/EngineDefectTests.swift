@@ -49,7 +49,7 @@ private struct UncancellableClock: Clock {
     }
 }
 
-@Suite("Engine defects of issue 12")
+@Suite("Engine defects of issue 12", .timeLimit(.minutes(2)))
 struct EngineDefectTests {
     // MARK: - Defect 2: withRetry with an attempt timeout leaked its state
 
@@ -89,7 +89,7 @@ struct EngineDefectTests {
     // MARK: - Defect 3: the caller's generator was called under RetryKit's lock
 
     @Test("A generator that draws from its own strategy does not deadlock, and draws stay in sequence")
-    func aReentrantGeneratorDoesNotDeadlock() throws {
+    func aReentrantGeneratorDoesNotDeadlock() async throws {
         let nested = Keeper<Duration>()
         let strategyBox = Keeper<BackoffStrategy<ContinuousClock>>()
         let generator = ReentrantGenerator(inner: SeededRandomNumberGenerator(seed: 42)) {
@@ -99,27 +99,21 @@ struct EngineDefectTests {
         let strategy = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2).jitter(using: generator)
         strategyBox.set(strategy)
 
-        let outer = Keeper<Duration>()
-        let finished = DispatchSemaphore(value: 0)
-        DispatchQueue.global().async {
-            outer.set(strategy.delay(forRetry: 3))
-            finished.signal()
-        }
-        // A deadlock would never signal: fail after a bounded wait instead of hanging.
-        try #require(finished.wait(timeout: .now() + 60) == .success)
+        // Off the cooperative pool (a deadlock blocks a thread of its own, and the suite's time limit fails the test).
+        let outer = await offThePool { strategy.delay(forRetry: 3) }
 
-        // The nested draw was stored first, then the outer one drew again from the advanced generator: the two delays
-        // are the first two of the seeded sequence, each drawn exactly once.
+        // The nested draw found the generator taken by the outer one and drew from the system generator instead; the
+        // outer draw is the first of the seeded sequence, and the next draw the second: each drawn exactly once.
         let reference = BackoffStrategy<ContinuousClock>.exponential(a: .seconds(1), b: 2)
             .jitter(using: SeededRandomNumberGenerator(seed: 42))
-        let first = reference.delay(forRetry: 3)
-        let second = reference.delay(forRetry: 3)
-        #expect(nested.get == first)
-        #expect(outer.get == second)
+        #expect(outer == reference.delay(forRetry: 3))
+        #expect(strategy.delay(forRetry: 3) == reference.delay(forRetry: 3))
+        let nestedDelay = try #require(nested.get)
+        #expect(nestedDelay >= .zero && nestedDelay < .seconds(8), "full jitter of 8 s")
     }
 
     @Test("A generator that cancels the retrier drawing from it does not deadlock")
-    func aGeneratorThatCancelsItsRetrier() throws {
+    func aGeneratorThatCancelsItsRetrier() async throws {
         let handleBox = Keeper<RetryHandle<Int>>()
         let generator = ReentrantGenerator(inner: SeededRandomNumberGenerator(seed: 7)) {
             handleBox.get?.cancel()
@@ -139,7 +133,8 @@ struct EngineDefectTests {
             })
         handleBox.set(handle)
         queue.resume()
-        try #require(finished.wait(timeout: .now() + 60) == .success)
+        // Waited for off the cooperative pool: a deadlock fails the test after 60 s instead of holding a pool thread.
+        try #require(await wait(for: finished, upTo: .seconds(60)))
         #expect(outcome.get?.reason == .cancelled)
         #expect(outcome.get?.attempts == 1)
     }
@@ -267,8 +262,9 @@ struct EngineDefectTests {
         await base.run()  // ends the sleep the clock kept going, so that no task is left asleep after the test
     }
 
-    /// Whether `task` ends without `base` moving. If it has not within 10 s, moves `base` until it does, so that the
-    /// test fails instead of hanging.
+    /// Whether `task` ends without `base` moving. If it has not within ``promptBound`` (30 s: a retrier that waits for
+    /// the clock never ends on its own, one that does not ends in milliseconds, on a busy machine in seconds at worst),
+    /// moves `base` until it does, so that the test fails instead of hanging.
     private func endsWhileTimeStandsStill(_ task: Task<Int, any Error>, _ base: VirtualClock) async -> Bool {
         let ended = await withTaskGroup(of: Bool.self) { group in
             group.addTask {
@@ -276,7 +272,7 @@ struct EngineDefectTests {
                 return true
             }
             group.addTask {
-                try? await Task.sleep(for: .seconds(10))
+                try? await Task.sleep(for: promptBound)
                 return false
             }
             let first = await group.next() ?? false

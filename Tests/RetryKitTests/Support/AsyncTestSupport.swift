@@ -1,3 +1,5 @@
+import Dispatch
+import Foundation
 import RetryKit
 import RetryKitTesting
 
@@ -142,4 +144,22 @@ func asyncCoreDelays<C>(_ strategy: BackoffStrategy<C>, count: Int) -> [Duration
         previous = delay
     }
     return delays
+}
+
+/// Runs `body` on a thread of its own and suspends until it returns: for work that may block or spin (a wait on a
+/// semaphore, a draw that could livelock), so that it never holds a thread of Swift's cooperative pool, which has as
+/// many threads as cores (two on the machines the suite must stay green on).
+func offThePool<T: Sendable>(_ body: @escaping @Sendable () -> T) async -> T {
+    await withCheckedContinuation { (continuation: CheckedContinuation<T, Never>) in
+        let thread = Thread { continuation.resume(returning: body()) }
+        thread.start()
+    }
+}
+
+/// Waits for `semaphore` for up to `timeout` without blocking a thread of the cooperative pool: whether it was
+/// signalled in time.
+func wait(for semaphore: DispatchSemaphore, upTo timeout: Duration) async -> Bool {
+    let (seconds, attoseconds) = timeout.components
+    let nanoseconds = Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000)
+    return await offThePool { semaphore.wait(timeout: .now() + .nanoseconds(nanoseconds)) == .success }
 }

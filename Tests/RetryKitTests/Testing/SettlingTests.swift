@@ -11,7 +11,7 @@ private let ample: Duration = .seconds(120)
 
 /// `VirtualScheduler` settling (issue 14.8): virtual time moves only once tracked real work has reached its next wait,
 /// so an attempt timeout fires only when virtual time really passes it.
-@Suite("VirtualScheduler: settling real work")
+@Suite("VirtualScheduler: settling real work", .timeLimit(.minutes(3)))
 struct SettlingTests {
     let queue = DispatchQueue(label: "settling-tests")
 

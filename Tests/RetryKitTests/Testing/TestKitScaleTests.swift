@@ -8,7 +8,7 @@ import Testing
 /// These check results, not speed: the speed is measured in `Benchmarks/` (`TestKit`: 100,000 items, 10,000
 /// sleepers, release build). The counts here keep a debug run short: these synchronous tests hold a thread of the
 /// shared pool while they run, which the real-clock tests running beside them need.
-@Suite("Test kit: scale and range")
+@Suite("Test kit: scale and range", .timeLimit(.minutes(3)))
 struct TestKitScaleTests {
     let queue = DispatchQueue(label: "test-kit-scale")
 
