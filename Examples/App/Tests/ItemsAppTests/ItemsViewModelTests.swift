@@ -1,0 +1,101 @@
+import Foundation
+import RetryKitTesting
+import Testing
+
+@testable import ItemsApp
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Runs the view model on the main actor, as an app does, and checks the main-actor state it ends with.
+@MainActor
+@Suite("Items view model", .serialized, .timeLimit(.minutes(2)))
+struct ItemsViewModelTests {
+    static func session() -> URLSession {
+        let configuration = URLSessionConfiguration.ephemeral
+        configuration.urlCache = nil  // see README, "Platforms": Linux's URL cache and cancelled tasks
+        return URLSession(configuration: configuration)
+    }
+
+    func model(failures: Int = 2) -> ItemsViewModel {
+        ItemsViewModel(
+            client: LegacyClient(failures: failures), api: ItemsAPI(failures: failures), session: Self.session())
+    }
+
+    /// Waits, yielding the main actor, until `condition` holds (at most 60 s: only a failing test waits that long).
+    func eventually(_ condition: () -> Bool) async -> Bool {
+        let deadline = ContinuousClock.now + .seconds(60)
+        while !condition() {
+            if ContinuousClock.now >= deadline { return false }
+            try? await Task.sleep(for: .milliseconds(2))
+        }
+        return true
+    }
+
+    @Test func tryAgainRetriesTheLegacyClientOnTheMainQueue() async {
+        let model = model()
+        model.retry()
+        #expect(await eventually { !model.text.isEmpty })
+        #expect(model.text == "item 7")
+        #expect(model.client.calls == 3)
+        #expect(model.retriesLeft == 1, "attempt 3 of 4")
+        #expect(model.log.count == 7, "3 started, 2 failed, 1 succeeded, finished: \(model.log)")
+    }
+
+    @Test func aPlanRetriesTheLegacyClient() async {
+        let model = model()
+        model.loadWithPlan(7)
+        #expect(await eventually { !model.text.isEmpty })
+        #expect(model.text == "item 7")
+    }
+
+    @Test func aRepeatingPlanPollsUntilCancelled() async {
+        let model = model(failures: 1)
+        model.startPolling(3)
+        #expect(await eventually { !model.text.isEmpty })
+        #expect(model.feed == ["item 3", "item 3", "item 3"])
+        #expect(model.text == "polling ended: cancelled")
+    }
+
+    @Test func anAsyncOperationFromCallbackCode() async {
+        let model = model()
+        model.loadFromAPI(7)
+        #expect(await eventually { !model.text.isEmpty })
+        #expect(model.text == "item 7")
+    }
+
+    @Test func anAsyncOperationWithAPlan() async {
+        let model = model()
+        model.loadFromAPIWithPlan(7)
+        #expect(await eventually { !model.text.isEmpty })
+        #expect(model.text == "item 7")
+    }
+
+    @Test func aDataTaskAgainstTheScriptedServer() async throws {
+        let server = try ScriptedHTTPServer(scripts: [
+            "/item": [.respond(503), .respond(503), .respond(200, body: "ok")]
+        ])
+        defer { server.stop() }
+        let model = model()
+        model.download(server.url("/item"))
+        #expect(await eventually { !model.text.isEmpty })
+        #expect(model.text == "200: ok")
+        #expect(server.requestCount(to: "/item") == 3)
+    }
+
+    @Test func theBridges() async throws {
+        let model = model(failures: 1)
+        let value = try await model.loadAsync(5)
+        #expect(value == "item 5")
+        #expect(model.text == "item 5", "the completion ran before the awaited value returned")
+    }
+
+    @Test func cancellingEndsTheRetrierOnTheMainQueue() async {
+        let model = model(failures: 100)
+        model.load(1)
+        model.cancel()
+        #expect(await eventually { !model.text.isEmpty })
+        #expect(model.text == "failed after 0 attempts")
+    }
+}
