@@ -81,6 +81,7 @@ import Dispatch
 ///     the reason for giving up), attempt succeeded, finished. `nil` by default.
 ///   - completion: The result, and a ``RetrySummary`` that says how the retrier ended and how many attempts ran.
 /// - Returns: A handle to cancel the retrier or await its result. Keeping it is optional.
+@inlinable
 @discardableResult
 public func retry<Value: Sendable>(
     maxAttempts: Int = 3,
@@ -110,6 +111,7 @@ public func retry<Value: Sendable>(
 /// (``callbackPlacement(queue:isolation:)``): a main-actor caller's closures run on the main queue, a nonisolated
 /// caller's on `queue`. A caller isolated to another actor gets the invalid-configuration error, delivered on that
 /// actor.
+@inlinable
 @discardableResult
 package func startCallbackRetrier<Value: Sendable>(
     configuration: RetryConfiguration,
@@ -123,6 +125,21 @@ package func startCallbackRetrier<Value: Sendable>(
     completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void,
     trials: (RetryStateMachine.Trials, condition: RetryCondition?)? = nil
 ) -> RetryHandle<Value> {
+    let user = CallbackUserClosures(
+        operation: operation, strategy: strategy, observer: observer, onValue: onValue, completion: completion)
+    return RetryHandle(
+        retrier: startCallbackRunner(
+            configuration: configuration, queue: queue, scheduler: scheduler, isolation: isolation, user: user,
+            trials: trials))
+}
+
+/// The part of ``startCallbackRetrier(configuration:on:scheduler:isolation:operation:strategy:observer:onValue:completion:trials:)``
+/// that does not depend on the value type.
+@usableFromInline
+func startCallbackRunner(
+    configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
+    isolation: (any Actor)?, user: CallbackUserClosures, trials: (RetryStateMachine.Trials, condition: RetryCondition?)?
+) -> any CallbackRetrier {
     let placement = callbackPlacement(queue: queue, isolation: isolation)
     var configuration = configuration
     configuration.placementProblem = placement.problem
@@ -132,15 +149,13 @@ package func startCallbackRetrier<Value: Sendable>(
     } else {
         machine = RetryStateMachine(configuration)
     }
-    let user = CallbackUserClosures(
-        operation: operation, strategy: strategy, observer: observer, onValue: onValue, completion: completion)
     if let actor = placement.otherActor {
-        return RetryHandle(retrier: RejectedRetrier(machine: machine, user: user, actor: actor))
+        return RejectedRetrier(machine: machine, user: user, actor: actor)
     }
     let runner = CallbackRunner(
         machine: machine, user: user, condition: trials?.condition, queue: placement.queue, scheduler: scheduler)
     runner.start()
-    return RetryHandle(retrier: runner)
+    return runner
 }
 
 /// Where a completion-handler retrier started with `queue` from `isolation` runs its user's closures, and what is
@@ -196,10 +211,10 @@ private struct MainQueueMarker: @unchecked Sendable {
 
 /// The retrier of a caller isolated to an actor other than the main actor: finished before it started, its completion
 /// (and observer's `finished`) delivered on that actor.
-final class RejectedRetrier<Value: Sendable>: CallbackRetrier {
-    private let result: Result<Value, any Error>
+final class RejectedRetrier: CallbackRetrier {
+    private let result: Result<any Sendable, any Error>
 
-    init(machine: consuming RetryStateMachine, user: CallbackUserClosures<Value>, actor: any Actor) {
+    init(machine: consuming RetryStateMachine, user: CallbackUserClosures, actor: any Actor) {
         _ = machine.start(at: .zero)  // finishes at once: the configuration has a placement problem
         let termination =
             machine.termination
@@ -207,7 +222,7 @@ final class RejectedRetrier<Value: Sendable>: CallbackRetrier {
                 summary: RetrySummary(reason: .invalidConfiguration, attempts: 0, elapsed: .zero),
                 error: RetryError(.invalidConfiguration("internal: no termination")), failedAttempt: nil,
                 succeededAttempt: nil)
-        let result = termination.result(value: nil as Value?)
+        let result = termination.result(value: nil as (any Sendable)?)
         self.result = result
         // The closures are isolated to `actor`: they are called there, and only there.
         let closures = ActorConfined(user)
@@ -217,8 +232,8 @@ final class RejectedRetrier<Value: Sendable>: CallbackRetrier {
     }
 
     private static func deliver(
-        on actor: isolated any Actor, _ closures: ActorConfined<CallbackUserClosures<Value>>,
-        _ termination: RetryTermination, _ result: Result<Value, any Error>
+        on actor: isolated any Actor, _ closures: ActorConfined<CallbackUserClosures>,
+        _ termination: RetryTermination, _ result: Result<any Sendable, any Error>
     ) {
         closures.value.observer?(.finished(termination.summary, error: termination.error))
         closures.value.completion(result, termination.summary)
@@ -226,7 +241,7 @@ final class RejectedRetrier<Value: Sendable>: CallbackRetrier {
 
     func cancel() {}
     var isFinished: Bool { true }
-    func awaitResult(_ waiter: @escaping @Sendable (Result<Value, any Error>) -> Void) { waiter(result) }
+    func awaitResult(_ waiter: @escaping @Sendable (Result<any Sendable, any Error>) -> Void) { waiter(result) }
     var probe: CallbackRunnerProbe { CallbackRunnerProbe(self) }
 }
 

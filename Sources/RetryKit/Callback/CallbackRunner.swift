@@ -1,14 +1,15 @@
 import Dispatch
 
 /// What a ``RetryHandle`` controls: a running completion-handler retrier, whatever its operation's value type.
-package protocol CallbackRetrier<Output>: AnyObject, Sendable {
-    associatedtype Output: Sendable
+@usableFromInline
+package protocol CallbackRetrier: AnyObject, Sendable {
     /// ``RetryHandle/cancel()``.
     func cancel()
     /// ``RetryHandle/isFinished``.
     var isFinished: Bool { get }
-    /// Calls `waiter` once with the result, after the completion has run (at once if it has).
-    func awaitResult(_ waiter: @escaping @Sendable (Result<Output, any Error>) -> Void)
+    /// Calls `waiter` once with the result (the operation's value, erased), after the completion has run (at once if it
+    /// has).
+    func awaitResult(_ waiter: @escaping @Sendable (Result<any Sendable, any Error>) -> Void)
     /// A weak reference to the retrier, for tests that check it is released once finished.
     var probe: CallbackRunnerProbe { get }
 }
@@ -39,7 +40,7 @@ package protocol CallbackRetrier<Output>: AnyObject, Sendable {
 /// of its own: a retrier never holds its queue, and work enqueued between two attempts (a `cancel()` among it) runs
 /// before the next one. A result that the operation reports before it returns is kept (``CallbackRunnerState/early``)
 /// and fed once the operation has returned; one reported later hops to the queue.
-final class CallbackRunner<Value: Sendable>: CallbackRetrier {
+final class CallbackRunner: CallbackRetrier {
     typealias Action = RetryStateMachine.Action
 
     /// The queue every user closure runs on.
@@ -52,10 +53,10 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
     let observes: Bool
     /// The condition that gates a run of trials, if any.
     let condition: RetryCondition?
-    private let state: Locked<CallbackRunnerState<Value>>
+    private let state: Locked<CallbackRunnerState>
 
     init(
-        machine: RetryStateMachine, user: CallbackUserClosures<Value>, condition: RetryCondition?,
+        machine: RetryStateMachine, user: CallbackUserClosures, condition: RetryCondition?,
         queue: DispatchQueue, scheduler: any RetryScheduler
     ) {
         self.queue = queue
@@ -80,7 +81,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
     }
 
     /// Feeds an input to the machine under the lock; runs or cancels what it made unwanted after unlocking.
-    private func input(_ feed: (inout CallbackRunnerState<Value>, Duration) -> Action) -> Action {
+    private func input(_ feed: (inout CallbackRunnerState, Duration) -> Action) -> Action {
         let now = self.now
         let (action, leftovers) = state.withLock { s in
             let action = feed(&s, now)
@@ -120,8 +121,8 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
         state.withLock { $0.machine.isFinished }
     }
 
-    func awaitResult(_ waiter: @escaping @Sendable (Result<Value, any Error>) -> Void) {
-        let outcome: Result<Value, any Error>? = state.withLock { s in
+    func awaitResult(_ waiter: @escaping @Sendable (Result<any Sendable, any Error>) -> Void) {
+        let outcome: Result<any Sendable, any Error>? = state.withLock { s in
             if let outcome = s.outcome { return outcome }
             s.waiters.append(waiter)
             return nil
@@ -149,7 +150,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
     }
 
     /// The completion of `record`'s attempt was called (any thread).
-    func complete(_ record: CallbackAttempt<Value>, _ result: Result<Value, any Error>, _ attempt: RetryAttempt) {
+    func complete(_ record: CallbackAttempt, _ result: Result<any Sendable, any Error>, _ attempt: RetryAttempt) {
         var result = Optional(result)
         var dropped: (@Sendable () -> Void)?  // the attempt's hook: it can no longer run
         let route: CompletionRoute = state.withLock { s in
@@ -196,7 +197,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
     }
 
     /// `record`'s attempt registers a cancel hook (any thread).
-    func setCancelHook(_ hook: @escaping @Sendable () -> Void, of record: CallbackAttempt<Value>) {
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, of record: CallbackAttempt) {
         var dropped: (@Sendable () -> Void)?  // a hook this one replaces, or this one if it can never run
         let runNow: Bool = state.withLock { s in
             guard case .none = record.calls else {
@@ -213,7 +214,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
     }
 
     /// Whether `record`'s attempt ended before its completion was called.
-    func isAbandoned(_ record: CallbackAttempt<Value>) -> Bool {
+    func isAbandoned(_ record: CallbackAttempt) -> Bool {
         state.withLock { s in
             switch record.calls {
             case .result: return false
@@ -285,7 +286,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
     /// operation returned, or `.none`.
     private func run(_ attempt: RetryAttempt, timeout: Duration?) -> Action {
         // The attempt may have ended since the action was decided (a cancel): then nothing of it happens.
-        let started: (CallbackUserClosures<Value>, AttemptID, [RetryAttempt])? = state.withLock { s in
+        let started: (CallbackUserClosures, AttemptID, [RetryAttempt])? = state.withLock { s in
             guard s.machine.currentAttempt == attempt.number, let user = s.user, let id = s.currentAttempt else {
                 return nil
             }
@@ -313,7 +314,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
         replaced?.cancel()
         guard current else { return .none }
         if let timer, let timeout { arm(timer, after: timeout) }
-        user.operation(attempt, AttemptCompletion(sink: record, attempt: attempt))
+        user.operation(attempt, record)
         let early = state.withLock { s in
             s.calling = nil
             return s.early.take()
@@ -351,7 +352,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
         if !kept { token.cancel() }
     }
 
-    private func observe(_ event: RetryEvent<Value>) {
+    private func observe(_ event: RetryEvent<any Sendable>) {
         guard observes, let observer = state.withLock({ $0.user?.observer }) else { return }
         observer(event)
     }
@@ -360,7 +361,7 @@ final class CallbackRunner<Value: Sendable>: CallbackRetrier {
     private func deliver() {
         let taken = state.withLock { s in
             guard s.machine.isFinished, let user = s.user.take(), let termination = s.machine.termination else {
-                return nil as (CallbackUserClosures<Value>, RetryTermination, Value?, [RetryAttempt])?
+                return nil as (CallbackUserClosures, RetryTermination, (any Sendable)?, [RetryAttempt])?
             }
             return (user, termination, s.value.take(), s.machine.takeDuplicates())
         }
@@ -400,7 +401,7 @@ private enum CompletionRoute {
 extension CallbackRunnerState {
     /// Feeds the result of attempt `id` to the machine; a success's value is kept for the completion (or `onValue`).
     /// A result of an attempt that is no longer current changes nothing.
-    mutating func feed(_ result: Result<Value, any Error>, of id: AttemptID, at now: Duration) -> RetryStateMachine.Action
+    mutating func feed(_ result: Result<any Sendable, any Error>, of id: AttemptID, at now: Duration) -> RetryStateMachine.Action
     {
         guard currentAttempt == id else { return .none }
         switch result {

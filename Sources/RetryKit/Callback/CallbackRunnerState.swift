@@ -10,42 +10,100 @@ struct AttemptID: Equatable, Sendable {
     let trial: UInt32
 }
 
-/// The user's closures of one retrier. Not `Sendable`: they may be isolated to the main actor or confined to the
-/// retrier's queue, and the runner only calls them in blocks on that queue (see ``CallbackRunner``). They stay in the
-/// runner's state until the completion has run, then they are released (on the queue).
-struct CallbackUserClosures<Value: Sendable> {
-    let operation: (RetryAttempt, AttemptCompletion<Value>) -> Void
+/// The user's closures of one retrier, with the value type erased (see ``CallbackUserClosures/init(operation:strategy:observer:onValue:completion:)``).
+///
+/// Not `Sendable`: they may be isolated to the main actor or confined to the retrier's queue, and the runner only calls
+/// them in blocks on that queue (see ``CallbackRunner``). They stay in the runner's state until the completion has run,
+/// then they are released (on the queue).
+@usableFromInline
+struct CallbackUserClosures {
+    /// Calls the operation with a completion that reports to the sink.
+    @usableFromInline
+    let operation: (RetryAttempt, any AttemptSink) -> Void
+    @usableFromInline
     let strategy: (any Error) -> RetryStrategy<ContinuousClock>
-    let observer: ((RetryEvent<Value>) -> Void)?
+    /// Emits an event whose value, if any, is the operation's; `nil` without an observer.
+    @usableFromInline
+    let observer: ((RetryEvent<any Sendable>) -> Void)?
     /// A repeating run's handler of each success; `nil` for a run that ends with its first success.
-    let onValue: ((Value) -> Void)?
-    let completion: (Result<Value, any Error>, RetrySummary) -> Void
+    @usableFromInline
+    let onValue: ((any Sendable) -> Void)?
+    @usableFromInline
+    let completion: (Result<any Sendable, any Error>, RetrySummary) -> Void
+
+    /// Wraps the typed closures of an entry point. Inlinable, so that the wrappers are specialized in the caller's
+    /// module for its `Value`: the runner itself is not generic, because generic code that is not specialized looks up
+    /// type metadata at run time, and a generic runner measured 79,634 instructions per retrier against 5,341 for the
+    /// hand-written recursion (Benchmarks/README.md).
+    @inlinable
+    init<Value: Sendable>(
+        operation: @escaping (RetryAttempt, AttemptCompletion<Value>) -> Void,
+        strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock>,
+        observer: ((RetryEvent<Value>) -> Void)?,
+        onValue: ((Value) -> Void)?,
+        completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
+    ) {
+        self.operation = { attempt, sink in operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) }
+        self.strategy = strategy
+        self.observer = observer.map { observer in { event in observer(event.typed()) } }
+        self.onValue = onValue.map { onValue in { value in if let value = value as? Value { onValue(value) } } }
+        self.completion = { result, summary in completion(result.typed(), summary) }
+    }
+}
+
+extension RetryEvent where Value == any Sendable {
+    /// The same event with the operation's value as `V` (it always is one: only the operation produced it).
+    @inlinable
+    func typed<V: Sendable>() -> RetryEvent<V> {
+        switch self {
+        case .attemptStarted(let attempt): return .attemptStarted(attempt)
+        case .attemptFailed(let attempt, let error, let next): return .attemptFailed(attempt, error: error, next: next)
+        case .attemptSucceeded(let attempt, let value):
+            guard let value = value as? V else { return .duplicateCompletion(attempt) }  // not reached
+            return .attemptSucceeded(attempt, value)
+        case .finished(let summary, let error): return .finished(summary, error: error)
+        case .duplicateCompletion(let attempt): return .duplicateCompletion(attempt)
+        }
+    }
+}
+
+extension Result where Success == any Sendable, Failure == any Error {
+    /// The same result with the operation's value as `V`.
+    @inlinable
+    func typed<V: Sendable>() -> Result<V, any Error> {
+        switch self {
+        case .success(let value):
+            guard let value = value as? V else { return .failure(RetryError(.missingResult)) }  // not reached
+            return .success(value)
+        case .failure(let error): return .failure(error)
+        }
+    }
 }
 
 /// Everything about a retrier that changes, behind its lock. Only ``CallbackRunner`` touches it.
-struct CallbackRunnerState<Value: Sendable> {
+struct CallbackRunnerState {
     /// The engine: counts attempts, chooses delays, decides when to stop.
     var machine: RetryStateMachine
     /// The user's closures, until the completion runs.
-    var user: CallbackUserClosures<Value>?
+    var user: CallbackUserClosures?
     /// The result, once the completion has run: what late awaits of ``RetryHandle/value`` receive.
-    var outcome: Result<Value, any Error>?
+    var outcome: Result<any Sendable, any Error>?
     /// The record of the attempt whose operation is being called right now, if any: a result that arrives before the
     /// operation returns waits in ``early`` until it does.
-    var calling: CallbackAttempt<Value>?
-    var early: Result<Value, any Error>?
+    var calling: CallbackAttempt?
+    var early: Result<any Sendable, any Error>?
     /// The value of the attempt that succeeded last, until the completion (or a repeating run's `onValue`) takes it.
-    var value: Value?
+    var value: (any Sendable)?
     /// The cancel hook of the current attempt, while the attempt is current and its completion was not called.
     var hook: (id: AttemptID, run: @Sendable () -> Void)?
     /// The one timer the retrier may have pending: the current attempt's timeout, or the wait before the next attempt.
     var timer: PendingTimer?
     /// Tasks awaiting ``RetryHandle/value``, resumed once the completion has run.
-    var waiters: [@Sendable (Result<Value, any Error>) -> Void] = []
+    var waiters: [@Sendable (Result<any Sendable, any Error>) -> Void] = []
     /// A gated run's registration with its condition, until the run finishes.
     var observation: RetryConditionObservation?
 
-    init(machine: RetryStateMachine, user: CallbackUserClosures<Value>) {
+    init(machine: RetryStateMachine, user: CallbackUserClosures) {
         self.machine = machine
         self.user = user
     }
@@ -127,7 +185,7 @@ final class PendingTimer: @unchecked Sendable {
 /// The record of one attempt, and the sink of its ``AttemptCompletion``s. Held by the completions (and by the runner
 /// while it calls the operation): when the last copy of the completion is released uncalled, `deinit` tells the runner,
 /// which fails the attempt with ``RetryError/Reason-swift.enum/completionReleased`` if it is still current.
-final class CallbackAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
+final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     // @unchecked Sendable: `calls` is only accessed while the runner's lock is held, except in `deinit`, which runs
     // after every other holder has let go. Everything else is immutable.
 
@@ -141,12 +199,12 @@ final class CallbackAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
         case ignored
     }
 
-    let runner: CallbackRunner<Value>
+    let runner: CallbackRunner
     let id: AttemptID
     /// Under the runner's lock.
     var calls = Calls.none
 
-    init(runner: CallbackRunner<Value>, id: AttemptID) {
+    init(runner: CallbackRunner, id: AttemptID) {
         self.runner = runner
         self.id = id
     }
@@ -156,13 +214,11 @@ final class CallbackAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
     }
 
     func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
-        // Always a `Value`: only an `AttemptCompletion<Value>` reports to this record.
-        guard let value = value as? Value else { return attemptFailed(RetryError(.missingResult), attempt) }
         runner.complete(self, .success(value), attempt)
     }
 
     func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        guard let value = value.value(as: Value.self) else { return attemptFailed(RetryError(.missingResult), attempt) }
+        guard let value = value.anyValue else { return attemptFailed(RetryError(.missingResult), attempt) }
         runner.complete(self, .success(value), attempt)
     }
 
@@ -180,6 +236,7 @@ final class CallbackAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
 }
 
 /// A weak reference to a runner (see ``CallbackRetrier/probe``), for tests that check a finished retrier is released.
+@usableFromInline
 package struct CallbackRunnerProbe: @unchecked Sendable {
     // @unchecked Sendable: a weak reference, only ever read (to learn whether the runner is gone).
     private weak var runner: AnyObject?

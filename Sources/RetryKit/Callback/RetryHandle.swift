@@ -20,9 +20,10 @@ import Dispatch
 /// All members are thread-safe.
 public final class RetryHandle<Value: Sendable>: Sendable {
     /// The engine. (`package` so that tests can check it is released.)
-    package let runner: any CallbackRetrier<Value>
+    package let runner: any CallbackRetrier
 
-    init(retrier: any CallbackRetrier<Value>) {
+    @usableFromInline
+    init(retrier: any CallbackRetrier) {
         self.runner = retrier
     }
 
@@ -69,7 +70,9 @@ public final class RetryHandle<Value: Sendable>: Sendable {
             let runner = self.runner
             return try await withTaskCancellationHandler {
                 try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Value, any Error>) in
-                    runner.awaitResult { result in continuation.resume(with: result) }
+                    // Always a `Value` on success: only this retrier's operation produced it. (A repetition's handle,
+                    // of `Never`, only ever gets its error.)
+                    runner.awaitResult { result in continuation.resume(with: result.typed()) }
                 }
             } onCancel: {
                 runner.cancel()

@@ -84,7 +84,7 @@ public struct RepeatingRetryPlan: Sendable {
                 if case .failure(let error) = result { completion(error) }
             },
             trials: (RetryStateMachine.Trials(gated: condition != nil, repeatDelay: delay), condition))
-        return RetryHandle(retrier: RepetitionRetrier(handle.runner))
+        return RetryHandle(retrier: handle.runner)  // its value is never awaited successfully: a repetition only fails
     }
 
     /// Repeats an `async` operation from completion-handler code, handing every success to `onValue`.
@@ -209,29 +209,6 @@ public struct RepeatingRetrySequence<Value: Sendable, C: Clock>: AsyncSequence, 
                 // `CancellationError` ended the run: it is the error the run gave up with, as in the callback style.
                 guard Task.isCancelled else { throw error }
                 return nil
-            }
-        }
-    }
-}
-
-/// A repetition's retrier as a ``RetryHandle``'s: a repetition never ends with a value, so its handle's value is
-/// `Never` and every await throws the error it ended with.
-final class RepetitionRetrier<Value: Sendable>: CallbackRetrier {
-    let retrier: any CallbackRetrier<Value>
-
-    init(_ retrier: any CallbackRetrier<Value>) {
-        self.retrier = retrier
-    }
-
-    func cancel() { retrier.cancel() }
-    var isFinished: Bool { retrier.isFinished }
-    var probe: CallbackRunnerProbe { retrier.probe }
-
-    func awaitResult(_ waiter: @escaping @Sendable (Result<Never, any Error>) -> Void) {
-        retrier.awaitResult { result in
-            switch result {
-            case .failure(let error): waiter(.failure(error))
-            case .success: waiter(.failure(RetryError(.invalidConfiguration("internal: a repetition ended with a value"))))
             }
         }
     }

@@ -111,6 +111,11 @@ package final class SuccessValue<Value: Sendable>: ErasedValue, @unchecked Senda
 }
 
 extension ErasedValue {
+    /// The value, whatever its type; `nil` only for a value that is not a ``SuccessValue`` (none is).
+    var anyValue: (any Sendable)? {
+        (self as? any AnyValueHolder)?.heldValue
+    }
+
     /// The value, if it is a `Value`.
     @inlinable
     func value<Value: Sendable>(as type: Value.Type) -> Value? {
@@ -282,4 +287,13 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
     package func isAbandoned(_ attempt: RetryAttempt) -> Bool {
         isAbandoned
     }
+}
+
+/// A ``SuccessValue`` of any type.
+protocol AnyValueHolder {
+    var heldValue: any Sendable { get }
+}
+
+extension SuccessValue: AnyValueHolder {
+    var heldValue: any Sendable { value }
 }
