@@ -1,5 +1,4 @@
-// expect-error: invalid conversion from throwing function
-// expect-error: to non-throwing function type '@Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void'
+// expect-error: an async `{ attempt in try await … }` runs with retryTask(on:)
 // An `async` operation passed with the completion-handler style's label `operation:`: it must be `retryTask`.
 import Dispatch
 import RetryKit

@@ -1,5 +1,4 @@
-// expect-error: invalid conversion from throwing function
-// expect-error: to non-throwing function type '@Sendable (RetryAttempt, AttemptCompletion<Value>) -> Void'
+// expect-error: an async `{ attempt in try await … }` runs with retryTask(on:)
 // An `async` operation given to the completion-handler `retry`: it must be `retryTask`.
 import Dispatch
 import RetryKit
@@ -9,7 +8,7 @@ func load() async throws -> Int { 1 }
 func start(queue: DispatchQueue) {
     retry(maxAttempts: 3, on: queue) { _ in
         try await load()
-    } completion: { result in
+    } completion: { result, _ in
         print(result)
     }
 }

@@ -1,4 +1,4 @@
-// expect-error: expects 2 arguments, but 1 was used in closure body
+// expect-error: retry(on:) takes `{ attempt, done in … }`, which calls `done` with the result
 // The same trap with the closure passed by its label, `operation:`.
 import Dispatch
 import RetryKit

@@ -1,4 +1,4 @@
-// expect-error: expects 1 argument, but 2 were used in closure body
+// expect-error: an operation that calls `done` runs with retry(on:)
 // The reverse: a completion-handler operation (with `done`) given to `retryTask`, the `async`-operation bridge.
 import Dispatch
 import RetryKit
@@ -10,7 +10,7 @@ func legacyLoad(_ completion: @escaping @Sendable (Int?, (any Error)?) -> Void) 
 func load(queue: DispatchQueue) {
     retryTask(maxAttempts: 3, on: queue) { _, done in
         legacyLoad { value, error in done(value, error) }
-    } completion: { (result: Result<Int, any Error>) in
+    } completion: { (result: Result<Int, any Error>, _) in
         print(result)
     }
 }
