@@ -13,32 +13,49 @@ import Testing
     import FoundationNetworking
 #endif
 
-// README.md:99: ReadmeCallbacks (decl)
+// README.md:47: ReadmeCallbacks (decl)
 struct ReadmeCallbacks {
-#sourceLocation(file: "README.md", line: 99)
+#sourceLocation(file: "README.md", line: 47)
 struct Fatal: Error {}
 
-func legacyLoad(_ id: Int, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
-    completion(.success("item \(id)"))
+/// A legacy client: a plain class, not `Sendable`, calling back from its own queue.
+final class LegacyClient {
+    private(set) var requests = 0
+
+    func load(_ id: Int, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
+        requests += 1
+        DispatchQueue.global().async { completion(.success("item \(id)")) }
+    }
 }
 
-func loadWithRetry(id: Int) -> RetryHandle<String> {
-    retry(maxAttempts: 5, on: .main) { attempt, done in
-        // attempt.number is 1-based; attempt.retriesLeft is a recursive requestWithRetry's "retries left"
-        legacyLoad(id) { result in done(result) }
-    } strategy: { error in
-        error is Fatal ? .stop : .backoff(.exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter())
-    } completion: { result, summary in
-        // on .main, exactly once: success, exhaustion, .stop, deadline, invalid configuration or cancel
-        print(result, "after", summary.attempts, "attempts")
+@MainActor
+final class ItemViewModel {
+    let client = LegacyClient()
+    var text = ""
+    var retriesLeft = 0
+    private var handle: RetryHandle<String>?
+
+    /// The "Try again" button. Inside this type `retry` means this method, so RetryKit's is `RetryKit.retry`.
+    func retry() {
+        handle = RetryKit.retry(maxAttempts: 5, on: .main) { attempt, done in
+            self.retriesLeft = attempt.retriesLeft  // main-actor state, on the main queue
+            self.client.load(7) { result in done(result) }
+        } strategy: { error in
+            error is Fatal ? .stop : .backoff(.exponential(a: .milliseconds(100), b: 2).max(.seconds(5)).jitter())
+        } completion: { result, summary in
+            // on .main, exactly once: success, exhaustion, .stop, deadline, invalid configuration or cancel
+            self.text = (try? result.get()) ?? "failed after \(summary.attempts) attempts"
+        }
     }
+
+    func cancel() { handle?.cancel() }
 }
 #sourceLocation()
 }
 
-// README.md:130: ReadmeAsync (decl)
+// README.md:127: ReadmeAsync (decl)
 struct ReadmeAsync {
-#sourceLocation(file: "README.md", line: 130)
+#sourceLocation(file: "README.md", line: 127)
 func fetchAsync(_ url: URL) async throws -> Data {
     try await retry(maxAttempts: 5) {
         try await slowFetch(url)
@@ -51,9 +68,9 @@ func slowFetch(_ url: URL) async throws -> Data { Data(url.absoluteString.utf8) 
 #sourceLocation()
 }
 
-// README.md:158: ReadmeBridges (decl)
+// README.md:155: ReadmeBridges (decl)
 struct ReadmeBridges {
-#sourceLocation(file: "README.md", line: 158)
+#sourceLocation(file: "README.md", line: 155)
 func legacyFetch(completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
     completion("done", nil)
 }
@@ -67,21 +84,28 @@ func bridged() async throws -> String {
 #sourceLocation()
 }
 
-// README.md:189: ReadmeHTTP (decl)
+// README.md:186: ReadmeHTTP (decl)
 struct ReadmeHTTP {
-#sourceLocation(file: "README.md", line: 189)
+#sourceLocation(file: "README.md", line: 186)
+/// A session without a URL cache: on Linux, cancelling a task of a session with one can trap (see "Platforms").
+let session: URLSession = {
+    let configuration = URLSessionConfiguration.default
+    configuration.urlCache = nil
+    return URLSession(configuration: configuration)
+}()
+
 func loadProfile(_ url: URL) async throws -> Data {
     var policy = HTTPRetryPolicy()              // Alamofire's defaults, plus Retry-After, jitter and a 30 s cap
     policy.attemptTimeout = .milliseconds(800)  // enforced by RetryKit, also below one second on Linux
-    let (data, _) = try await URLSession.shared.data(for: URLRequest(url: url), retryPolicy: policy)
+    let (data, _) = try await session.data(for: URLRequest(url: url), retryPolicy: policy)
     return data
 }
 #sourceLocation()
 }
 
-// README.md:207: ReadmePolicies (decl)
+// README.md:211: ReadmePolicies (decl)
 struct ReadmePolicies {
-#sourceLocation(file: "README.md", line: 207)
+#sourceLocation(file: "README.md", line: 211)
 struct Unauthorized: Error {}
 
 func fetchFeed() async throws -> [String] { ["news"] }
@@ -103,9 +127,9 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:298: ReadmeErrors (test)
+// README.md:331: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 298)
+#sourceLocation(file: "README.md", line: 331)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -132,9 +156,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:362: ReadmeVirtualTime (decl)
+// README.md:395: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 362)
+#sourceLocation(file: "README.md", line: 395)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

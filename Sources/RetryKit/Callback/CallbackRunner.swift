@@ -286,14 +286,18 @@ final class CallbackRunner: CallbackRetrier {
     /// operation returned, or `.none`.
     private func run(_ attempt: RetryAttempt, timeout: Duration?) -> Action {
         // The attempt may have ended since the action was decided (a cancel): then nothing of it happens.
-        let started: (CallbackUserClosures, AttemptID, [RetryAttempt])? = state.withLock { s in
+        typealias Started = (
+            operation: (RetryAttempt, any AttemptSink) -> Void, observer: ((RetryEvent<any Sendable>) -> Void)?,
+            id: AttemptID, duplicates: [RetryAttempt]
+        )
+        let started: Started? = state.withLock { s in
             guard s.machine.currentAttempt == attempt.number, let user = s.user, let id = s.currentAttempt else {
                 return nil
             }
-            return (user, id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [])
+            return (user.operation, user.observer, id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [])
         }
-        guard let (user, id, duplicates) = started else { return .none }
-        if let observer = user.observer {
+        guard let (operation, observer, id, duplicates) = started else { return .none }
+        if let observer {
             for duplicate in duplicates { observer(.duplicateCompletion(duplicate)) }
             observer(.attemptStarted(attempt))
         }
@@ -314,7 +318,7 @@ final class CallbackRunner: CallbackRetrier {
         replaced?.cancel()
         guard current else { return .none }
         if let timer, let timeout { arm(timer, after: timeout) }
-        user.operation(attempt, record)
+        operation(attempt, record)
         let early = state.withLock { s in
             s.calling = nil
             return s.early.take()
@@ -326,6 +330,12 @@ final class CallbackRunner: CallbackRetrier {
     /// Waits `delay` before the machine's next step: a timer of the scheduler, or a hop to the queue for zero (which
     /// yields the queue all the same). Nothing is armed if the machine stopped waiting meanwhile (a cancel).
     private func wait(_ delay: Duration) {
+        if DelayMath.isZero(delay) {
+            // No timer: the hop cannot be called off, and finds the machine no longer waiting if it was cancelled. At
+            // most one such hop is on its way: the next wait comes only after the attempt this one starts.
+            hop { self.perform(self.input { s, now in s.timer == nil ? s.machine.waitElapsed(at: now) : .none }) }
+            return
+        }
         let timer = PendingTimer(.wait)
         var replaced: PendingTimer?
         let waiting: Bool = state.withLock { s in
@@ -339,10 +349,6 @@ final class CallbackRunner: CallbackRetrier {
 
     /// Schedules `timer`, which the state keeps, unless the state stopped wanting it meanwhile: then it is cancelled.
     private func arm(_ timer: PendingTimer, after delay: Duration) {
-        if DelayMath.isZero(delay) {
-            hop { self.timerFired(timer) }
-            return
-        }
         let token = scheduler.schedule(after: delay, on: queue) { self.timerFired(timer) }
         let kept: Bool = state.withLock { s in
             guard s.timer === timer else { return false }

@@ -168,8 +168,7 @@ final class PendingTimer: @unchecked Sendable {
     }
 
     let purpose: Purpose
-    /// The scheduler's handle; `nil` before it is armed and for a zero wait (a hop to the queue, which cannot be
-    /// called off: it finds the timer no longer wanted).
+    /// The scheduler's handle; `nil` until it is armed. (A zero wait has no timer: it is a hop to the queue.)
     var token: (any RetryCancellable)?
 
     init(_ purpose: Purpose) {
