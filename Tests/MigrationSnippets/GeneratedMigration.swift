@@ -95,9 +95,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:172: ForecastClientStep2 (decl)
+// Migration.md:192: ForecastClientStep2 (decl)
 struct ForecastClientStep2 {
-#sourceLocation(file: "Migration.md", line: 172)
+#sourceLocation(file: "Migration.md", line: 192)
 final class ForecastClient: Sendable {
     let session: URLSession
     let queue = DispatchQueue(label: "forecast-client")
@@ -150,10 +150,10 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:233: forecastClientCancel (body)
+// Migration.md:253: forecastClientCancel (body)
 extension ForecastClientStep2 {
     func forecastClientCancel() async throws {
-#sourceLocation(file: "Migration.md", line: 233)
+#sourceLocation(file: "Migration.md", line: 253)
 // Fragment: uses the ForecastClient of step 2, and `profileURL` and `show` of your app.
 let client = ForecastClient()
 let handle = client.request(URLRequest(url: profileURL)) { result, summary in
@@ -165,10 +165,10 @@ handle.cancel()  // the attempt's URLSessionTask is cancelled; the completion ge
     }
 }
 
-// Migration.md:262: forecastClientRetriesUntil200 (test)
+// Migration.md:282: forecastClientRetriesUntil200 (test)
 extension ForecastClientStep2 {
     @Test("Migration.md: forecastClientRetriesUntil200") func forecastClientRetriesUntil200() async throws {
-#sourceLocation(file: "Migration.md", line: 262)
+#sourceLocation(file: "Migration.md", line: 282)
 // Fragment: the body of a Swift Testing test (`import Testing`), using the ForecastClient of step 2.
 let server = try ScriptedHTTPServer()
 defer { server.stop() }
@@ -188,9 +188,9 @@ _ = try await handle.value  // an async test can await the callback retrier
     }
 }
 
-// Migration.md:295: ProfileStoreToday (decl)
+// Migration.md:315: ProfileStoreToday (decl)
 struct ProfileStoreToday {
-#sourceLocation(file: "Migration.md", line: 295)
+#sourceLocation(file: "Migration.md", line: 315)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -217,10 +217,10 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:339: ProfileStoreWithRetry (decl)
+// Migration.md:359: ProfileStoreWithRetry (decl)
 extension ProfileStoreToday {
     struct ProfileStoreWithRetry {
-#sourceLocation(file: "Migration.md", line: 339)
+#sourceLocation(file: "Migration.md", line: 359)
 // Fragment: uses the ProfileStore above.
 func profile(store: ProfileStore, id: Int) async throws -> Profile {
     try await withRetry(maxAttempts: 4) { attempt, done in
@@ -233,10 +233,10 @@ func profile(store: ProfileStore, id: Int) async throws -> Profile {
     }
 }
 
-// Migration.md:359: profileStoreAwaitHandle (body)
+// Migration.md:379: profileStoreAwaitHandle (body)
 extension ProfileStoreToday {
     func profileStoreAwaitHandle() async throws {
-#sourceLocation(file: "Migration.md", line: 359)
+#sourceLocation(file: "Migration.md", line: 379)
 // Fragment: uses the ProfileStore above, and `api` and `show` of your app.
 let store = ProfileStore(api: api)
 let profile = try await store.profile(id: 42) { _ in }.value
@@ -245,9 +245,9 @@ show(profile)
     }
 }
 
-// Migration.md:378: ProfileStoreAsyncAPI (decl)
+// Migration.md:398: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 378)
+#sourceLocation(file: "Migration.md", line: 398)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -274,9 +274,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:409: ProfileStoreAsync (decl)
+// Migration.md:429: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 409)
+#sourceLocation(file: "Migration.md", line: 429)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -299,9 +299,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:457: sameDecisionsInEveryStyle (test)
+// Migration.md:477: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 457)
+#sourceLocation(file: "Migration.md", line: 477)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> where C.Duration == Duration {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
@@ -353,9 +353,9 @@ let asyncResult = try await retry(maxAttempts: 4, clock: InstantClock()) { attem
 #sourceLocation()
 }
 
-// Migration.md:526: alamofireBefore (body)
+// Migration.md:546: alamofireBefore (body)
 func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 526)
+#sourceLocation(file: "Migration.md", line: 546)
 // Fragment: Alamofire code, before the migration.
 
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -372,17 +372,17 @@ session.request("https://api.example.com/profiles/42")
 #sourceLocation()
 }
 
-// Migration.md:549: alamofireAfterPolicy (body)
+// Migration.md:569: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 549)
+#sourceLocation(file: "Migration.md", line: 569)
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 print(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
-// Migration.md:596: alamofireCompatibleDelays (test)
+// Migration.md:616: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 596)
+#sourceLocation(file: "Migration.md", line: 616)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -390,9 +390,9 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:610: httpPolicyDecisions (test)
+// Migration.md:630: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 610)
+#sourceLocation(file: "Migration.md", line: 630)
 // A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
 func describe(
     _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
@@ -422,9 +422,9 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:652: urlSessionAsync (body)
+// Migration.md:672: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 652)
+#sourceLocation(file: "Migration.md", line: 672)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -440,9 +440,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:678: urlSessionCallback (body)
+// Migration.md:698: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 678)
+#sourceLocation(file: "Migration.md", line: 698)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> RetryHandle<URLSession.RetryResponse>
@@ -462,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:710: httpPolicyWithAsyncRetry (body)
+// Migration.md:730: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 710)
+#sourceLocation(file: "Migration.md", line: 730)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -484,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:742: asyncLibraryCallSites (body)
+// Migration.md:762: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 742)
+#sourceLocation(file: "Migration.md", line: 762)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -516,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:778: AsyncLibraryAnyClock (decl)
+// Migration.md:798: AsyncLibraryAnyClock (decl)
 struct AsyncLibraryAnyClock {
-#sourceLocation(file: "Migration.md", line: 778)
+#sourceLocation(file: "Migration.md", line: 798)
 func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
     try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
         try await operation()
@@ -538,9 +538,9 @@ where C.Duration == Duration {
 #sourceLocation()
 }
 
-// Migration.md:862: asyncLibraryDifferences (test)
+// Migration.md:882: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 862)
+#sourceLocation(file: "Migration.md", line: 882)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -575,9 +575,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:932: swiftRetrierAfter (body)
+// Migration.md:952: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 932)
+#sourceLocation(file: "Migration.md", line: 952)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -603,9 +603,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:963: swiftRetrierCallbacks (body)
+// Migration.md:983: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 963)
+#sourceLocation(file: "Migration.md", line: 983)
 let policy = RetryPlan.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -616,9 +616,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:992: swiftRetrierToday (body)
+// Migration.md:1012: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 992)
+#sourceLocation(file: "Migration.md", line: 1012)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 
