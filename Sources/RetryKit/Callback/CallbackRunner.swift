@@ -191,7 +191,8 @@ final class CallbackRunner: CallbackRetrier {
         hop {
             self.perform(
                 self.input { s, now in
-                    s.feed(.failure(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
+                    s.feed(
+                        .failure(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
                 })
         }
     }
@@ -407,7 +408,8 @@ private enum CompletionRoute {
 extension CallbackRunnerState {
     /// Feeds the result of attempt `id` to the machine; a success's value is kept for the completion (or `onValue`).
     /// A result of an attempt that is no longer current changes nothing.
-    mutating func feed(_ result: Result<any Sendable, any Error>, of id: AttemptID, at now: Duration) -> RetryStateMachine.Action
+    mutating func feed(_ result: Result<any Sendable, any Error>, of id: AttemptID, at now: Duration)
+        -> RetryStateMachine.Action
     {
         guard currentAttempt == id else { return .none }
         switch result {

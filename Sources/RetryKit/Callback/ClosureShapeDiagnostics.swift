@@ -8,7 +8,11 @@ import Dispatch
 // when no available one fits. Tests/CompileFail/ checks each message.
 
 /// Unavailable: an `async` operation given to the completion-handler `retry(on:)`.
-@available(*, unavailable, message: "retry(on:) takes `{ attempt, done in … }`, which calls `done` with the result; an async `{ attempt in try await … }` runs with retryTask(on:)")
+@available(
+    *, unavailable,
+    message:
+        "retry(on:) takes `{ attempt, done in … }`, which calls `done` with the result; an async `{ attempt in try await … }` runs with retryTask(on:)"
+)
 @discardableResult
 public func retry<Value: Sendable>(
     maxAttempts: Int = 3, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil,
@@ -25,7 +29,11 @@ public func retry<Value: Sendable>(
 }
 
 /// Unavailable: a completion-handler operation given to `retryTask(on:)`.
-@available(*, unavailable, message: "retryTask(on:) takes an async `{ attempt in try await … }`; an operation that calls `done` runs with retry(on:)")
+@available(
+    *, unavailable,
+    message:
+        "retryTask(on:) takes an async `{ attempt in try await … }`; an operation that calls `done` runs with retry(on:)"
+)
 @discardableResult
 public func retryTask<Value: Sendable>(
     maxAttempts: Int = 3, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil,
@@ -43,7 +51,11 @@ public func retryTask<Value: Sendable>(
 
 extension RetryPlan {
     /// Unavailable: an `async` operation given to the completion-handler `execute(on:)`.
-    @available(*, unavailable, message: "execute(on:) takes `{ attempt, done in … }`, which calls `done` with the result; an async `{ attempt in try await … }` runs with executeTask(on:)")
+    @available(
+        *, unavailable,
+        message:
+            "execute(on:) takes `{ attempt, done in … }`, which calls `done` with the result; an async `{ attempt in try await … }` runs with executeTask(on:)"
+    )
     @discardableResult
     public func execute<Value: Sendable>(
         on queue: DispatchQueue, scheduler: any RetryScheduler = .dispatch,
@@ -56,7 +68,11 @@ extension RetryPlan {
     }
 
     /// Unavailable: a completion-handler operation given to `executeTask(on:)`.
-    @available(*, unavailable, message: "executeTask(on:) takes an async `{ attempt in try await … }`; an operation that calls `done` runs with execute(on:)")
+    @available(
+        *, unavailable,
+        message:
+            "executeTask(on:) takes an async `{ attempt in try await … }`; an operation that calls `done` runs with execute(on:)"
+    )
     @discardableResult
     public func executeTask<Value: Sendable>(
         on queue: DispatchQueue, scheduler: any RetryScheduler = .dispatch,
@@ -70,7 +86,11 @@ extension RetryPlan {
 }
 
 /// Unavailable: an `async` operation given to `withRetry`, whose operation calls a completion handler.
-@available(*, unavailable, message: "withRetry's operation calls `done`: `{ attempt, done in … }`; an async operation runs with the async retry: `try await retry { try await … }`")
+@available(
+    *, unavailable,
+    message:
+        "withRetry's operation calls `done`: `{ attempt, done in … }`; an async operation runs with the async retry: `try await retry { try await … }`"
+)
 public func withRetry<Value: Sendable>(
     maxAttempts: Int = 3, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil,
     tolerance: Duration? = nil, isolation: isolated (any Actor)? = #isolation,
@@ -82,7 +102,11 @@ public func withRetry<Value: Sendable>(
 }
 
 /// Unavailable: an `async` operation without an attempt parameter given to `withRetry`.
-@available(*, unavailable, message: "withRetry's operation calls `done`: `{ attempt, done in … }`; an async operation runs with the async retry: `try await retry { try await … }`")
+@available(
+    *, unavailable,
+    message:
+        "withRetry's operation calls `done`: `{ attempt, done in … }`; an async operation runs with the async retry: `try await retry { try await … }`"
+)
 public func withRetry<Value: Sendable>(
     maxAttempts: Int = 3, totalTimeout: Duration? = nil, attemptTimeout: Duration? = nil, budget: RetryBudget? = nil,
     tolerance: Duration? = nil, isolation: isolated (any Actor)? = #isolation,

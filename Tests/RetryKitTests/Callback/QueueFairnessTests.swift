@@ -12,7 +12,10 @@ extension CallbackRunnerTests {
         /// the queue and returns the completion's result and summary.
         private func run(
             _ queue: DispatchQueue,
-            _ start: @escaping @Sendable (Locked<RetryHandle<Int>?>, @escaping @Sendable (Result<Int, any Error>, RetrySummary) -> Void)
+            _ start:
+                @escaping @Sendable (
+                    Locked<RetryHandle<Int>?>, @escaping @Sendable (Result<Int, any Error>, RetrySummary) -> Void
+                )
                 -> RetryHandle<Int>
         ) async -> (Result<Int, any Error>, RetrySummary) {
             let handle = Locked<RetryHandle<Int>?>(nil)
