@@ -241,27 +241,28 @@ final class CallbackRunner: CallbackRetrier {
     // MARK: - Carrying out actions (on the queue, outside the lock)
 
     private func perform(_ first: Action) {
+        // The user's closures, read once: the retrier may finish meanwhile (a cancel from another thread), but these are
+        // released on the queue all the same, when this returns.
+        guard let user = state.withLock({ $0.user }) else { return }  // the completion has run: nothing is left to do
         var action = first
         while true {
             switch action {
             case .none, .awaitCondition:
                 return
             case .run(let attempt, let timeout):
-                action = run(attempt, timeout: timeout)
+                action = run(attempt, timeout: timeout, user)
             case .consultStrategy(let context, let error):
-                guard let strategy = state.withLock({ $0.user?.strategy }) else { return }
-                let decision = context.resolve(strategy(error))
+                let decision = context.resolve(user.strategy(error))
                 action = input { s, now in s.machine.decide(decision, at: now) }
             case .withdraw(let budget, let afterTimeout):
                 let paid = budget.withdraw(afterTimeout: afterTimeout)
                 action = input { s, now in s.machine.budgetAnswered(paid, at: now) }
             case .retry(let delay, let failed, let error):
-                observe(.attemptFailed(failed, error: error, next: .retry(after: delay)))
+                user.observer?(.attemptFailed(failed, error: error, next: .retry(after: delay)))
                 wait(delay)
                 return
             case .repeatAfter(let delay, let succeeded):
-                let (value, user) = state.withLock { s in (s.value.take(), s.user) }
-                if let value, let user {
+                if let value = state.withLock({ $0.value.take() }) {
                     user.observer?(.attemptSucceeded(succeeded, value))
                     user.onValue?(value)
                 }
@@ -274,7 +275,7 @@ final class CallbackRunner: CallbackRetrier {
                     return s.machine.interrupted(at: now)
                 }
                 if live, let attempt {
-                    observe(.attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
+                    user.observer?(.attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
                 }
             case .finish:
                 deliver()
@@ -285,20 +286,14 @@ final class CallbackRunner: CallbackRetrier {
 
     /// Carries out ``RetryStateMachine/Action/run(_:timeout:)``: returns what follows a result reported before the
     /// operation returned, or `.none`.
-    private func run(_ attempt: RetryAttempt, timeout: Duration?) -> Action {
+    private func run(_ attempt: RetryAttempt, timeout: Duration?, _ user: CallbackUserClosures) -> Action {
         // The attempt may have ended since the action was decided (a cancel): then nothing of it happens.
-        typealias Started = (
-            operation: (RetryAttempt, any AttemptSink) -> Void, observer: ((RetryEvent<any Sendable>) -> Void)?,
-            id: AttemptID, duplicates: [RetryAttempt]
-        )
-        let started: Started? = state.withLock { s in
-            guard s.machine.currentAttempt == attempt.number, let user = s.user, let id = s.currentAttempt else {
-                return nil
-            }
-            return (user.operation, user.observer, id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [])
+        let started: (id: AttemptID, duplicates: [RetryAttempt])? = state.withLock { s in
+            guard s.machine.currentAttempt == attempt.number, let id = s.currentAttempt else { return nil }
+            return (id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [])
         }
-        guard let (operation, observer, id, duplicates) = started else { return .none }
-        if let observer {
+        guard let (id, duplicates) = started else { return .none }
+        if let observer = user.observer {
             for duplicate in duplicates { observer(.duplicateCompletion(duplicate)) }
             observer(.attemptStarted(attempt))
         }
@@ -319,7 +314,7 @@ final class CallbackRunner: CallbackRetrier {
         replaced?.cancel()
         guard current else { return .none }
         if let timer, let timeout { arm(timer, after: timeout) }
-        operation(attempt, record)
+        user.operation(attempt, record)
         let early = state.withLock { s in
             s.calling = nil
             return s.early.take()
@@ -357,11 +352,6 @@ final class CallbackRunner: CallbackRetrier {
             return true
         }
         if !kept { token.cancel() }
-    }
-
-    private func observe(_ event: RetryEvent<any Sendable>) {
-        guard observes, let observer = state.withLock({ $0.user?.observer }) else { return }
-        observer(event)
     }
 
     /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. Once, on the queue.

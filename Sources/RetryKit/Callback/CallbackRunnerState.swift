@@ -14,9 +14,10 @@ struct AttemptID: Equatable, Sendable {
 ///
 /// Not `Sendable`: they may be isolated to the main actor or confined to the retrier's queue, and the runner only calls
 /// them in blocks on that queue (see ``CallbackRunner``). They stay in the runner's state until the completion has run,
-/// then they are released (on the queue).
+/// then they are released (on the queue). A class, so that reading them under the runner's lock is one reference, not
+/// five closures.
 @usableFromInline
-struct CallbackUserClosures {
+final class CallbackUserClosures {
     /// Calls the operation with a completion that reports to the sink.
     @usableFromInline
     let operation: (RetryAttempt, any AttemptSink) -> Void
