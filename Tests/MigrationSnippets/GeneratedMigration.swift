@@ -445,7 +445,7 @@ func urlSessionCallback() async throws {
 #sourceLocation(file: "Migration.md", line: 677)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
-    -> RetryHandle<URLSession.RetryResponse>
+    -> HTTPRetryTask
 {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
     return session.dataTask(with: URLRequest(url: profileURL), retryPolicy: policy) { data, response, error, summary in

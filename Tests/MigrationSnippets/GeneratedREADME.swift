@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:360: ReadmeVirtualTime (decl)
+// README.md:367: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 360)
+#sourceLocation(file: "README.md", line: 367)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

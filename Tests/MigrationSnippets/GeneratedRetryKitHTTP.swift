@@ -36,7 +36,7 @@ func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) a
 }
 
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy,
-          completion: @escaping @Sendable (Data?, (any Error)?) -> Void) -> RetryHandle<URLSession.RetryResponse> {
+          completion: @escaping @Sendable (Data?, (any Error)?) -> Void) -> HTTPRetryTask {
     session.dataTask(with: request, retryPolicy: policy) { data, _, error, summary in
         // on the queue given (a private serial queue by default); summary.attempts says how many ran
         completion(data, error)
