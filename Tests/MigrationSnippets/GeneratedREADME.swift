@@ -132,9 +132,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:367: ReadmeVirtualTime (decl)
+// README.md:368: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 367)
+#sourceLocation(file: "README.md", line: 368)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {
