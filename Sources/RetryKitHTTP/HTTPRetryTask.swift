@@ -4,8 +4,8 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// A running retrying request of ``Foundation/URLSession/dataTask(with:retryPolicy:queue:observer:completionHandler:)``:
-/// cancel it, ask whether it has finished, or await its outcome.
+/// A running retrying request of `URLSession`'s `dataTask(with:retryPolicy:queue:observer:completionHandler:)`: cancel
+/// it, ask whether it has finished, or await its outcome.
 ///
 /// ```swift
 /// let task = session.dataTask(with: request, retryPolicy: policy) { data, response, error, summary in … }

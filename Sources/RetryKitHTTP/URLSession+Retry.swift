@@ -59,13 +59,13 @@ extension URLSession {
     /// - **Cancellation** `(nil, nil, URLError.cancelled)` after `cancel()` on the returned task, as URLSession itself
     ///   reports a cancelled task, so existing `code == .cancelled` checks keep working; `summary.reason` is
     ///   `RetryError.Reason.cancelled`.
-    ///
-    /// Every way to run a policy ends a give-up on a failing response this same way: `try await task.value` on the
-    /// returned ``HTTPRetryTask``, ``Foundation/URLSession/data(for:retryPolicy:isolation:observer:)`` and
-    /// ``HTTPRetryPolicy/run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
-    /// all return the last response; only the observer sees it as an ``HTTPStatusError``.
     /// - An invalid policy (a non-positive ``HTTPRetryPolicy/attemptTimeout``, a negative
     ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
+    ///
+    /// Every way to run a policy ends a give-up on a failing response this same way: `try await task.value` on the
+    /// returned ``HTTPRetryTask``, ``data(for:retryPolicy:isolation:observer:)`` and
+    /// ``HTTPRetryPolicy/run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
+    /// all return the last response; only the observer sees it as an ``HTTPStatusError``.
     ///
     /// The summary says how the retrier ended (`summary.reason`) and how many attempts ran (`summary.attempts`);
     /// `retryPolicy.maxAttempts - summary.attempts` is the "retries left" of a hand-written
@@ -76,12 +76,14 @@ extension URLSession {
     /// The in-flight `URLSessionDataTask` is cancelled when the retrier is cancelled, when the attempt times out and
     /// when the total timeout expires during it; its late result is ignored. Cancelling during a wait cancels the timer
     /// and completes at once; cancelling during an attempt completes at once too, without waiting for URLSession to
-    /// report the cancelled data task (on a loaded Linux machine that report can take a second).
+    /// report the cancelled data task (on a loaded Linux machine that report took up to 0.7 s, Benchmarks/README.md).
     ///
-    /// RetryKit creates, resumes and cancels the data tasks of a session on one serial queue of its own, never on
-    /// `queue`: on Linux these URLSession calls can block their thread while the session is busy, and made from many
-    /// queues they would block many threads. A request cancelled by anyone else (its session was invalidated, say) fails with
-    /// `URLError.cancelled` and is never retried.
+    /// A request cancelled by anyone else (its session was invalidated, say) fails with `URLError.cancelled` and is
+    /// never retried.
+    ///
+    /// RetryKit creates, resumes and cancels the data tasks of a session on one serial queue (one of four it shares
+    /// among all sessions), never on `queue`: on Linux these URLSession calls can block their thread while the session
+    /// is busy, and made from many queues they would block many threads.
     ///
     /// On Linux, use a session without a URL cache (`configuration.urlCache = nil`) when attempts may be cancelled:
     /// swift-corelibs-foundation traps when a task of a session with a `URLCache` is cancelled right after it started

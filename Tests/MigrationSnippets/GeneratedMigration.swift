@@ -380,9 +380,9 @@ print(policy.maxAttempts)  // 4: the runner counts attempts, the first one inclu
 #sourceLocation()
 }
 
-// Migration.md:595: alamofireCompatibleDelays (test)
+// Migration.md:598: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 595)
+#sourceLocation(file: "Migration.md", line: 598)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -390,9 +390,9 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:609: httpPolicyDecisions (test)
+// Migration.md:612: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 609)
+#sourceLocation(file: "Migration.md", line: 612)
 // A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
 func describe(
     _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
@@ -422,9 +422,9 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:651: urlSessionAsync (body)
+// Migration.md:654: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 651)
+#sourceLocation(file: "Migration.md", line: 654)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -440,9 +440,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:677: urlSessionCallback (body)
+// Migration.md:680: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 677)
+#sourceLocation(file: "Migration.md", line: 680)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> HTTPRetryTask
@@ -462,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:709: httpPolicyWithAsyncRetry (body)
+// Migration.md:712: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 709)
+#sourceLocation(file: "Migration.md", line: 712)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -484,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:741: asyncLibraryCallSites (body)
+// Migration.md:744: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 741)
+#sourceLocation(file: "Migration.md", line: 744)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -516,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:777: AsyncLibraryAnyClock (decl)
+// Migration.md:780: AsyncLibraryAnyClock (decl)
 struct AsyncLibraryAnyClock {
-#sourceLocation(file: "Migration.md", line: 777)
+#sourceLocation(file: "Migration.md", line: 780)
 func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
     try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
         try await operation()
@@ -538,9 +538,9 @@ where C.Duration == Duration {
 #sourceLocation()
 }
 
-// Migration.md:856: asyncLibraryDifferences (test)
+// Migration.md:859: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 856)
+#sourceLocation(file: "Migration.md", line: 859)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -575,9 +575,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:926: swiftRetrierAfter (body)
+// Migration.md:929: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 926)
+#sourceLocation(file: "Migration.md", line: 929)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -603,9 +603,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:957: swiftRetrierCallbacks (body)
+// Migration.md:960: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 957)
+#sourceLocation(file: "Migration.md", line: 960)
 let policy = RetryPolicy.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -616,9 +616,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:986: swiftRetrierToday (body)
+// Migration.md:989: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 986)
+#sourceLocation(file: "Migration.md", line: 989)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 
