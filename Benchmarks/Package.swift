@@ -34,6 +34,17 @@ let package = Package(
             path: "Sources/RunnerLoad"
         ),
 
+        // Cancel -> completion of 1,000 concurrent URLSession requests cancelled at random moments, against a local
+        // server: RetryKit's callback and async styles and plain URLSession.
+        .executableTarget(
+            name: "http-cancel-load",
+            dependencies: [
+                .product(name: "RetryKitHTTP", package: "RetryKit"),
+                .product(name: "RetryKitTesting", package: "RetryKit"),
+            ],
+            path: "Sources/HTTPCancelLoad"
+        ),
+
         // The virtual-time test kit at scale: 100,000 items on a VirtualScheduler, 10,000 sleepers on a VirtualClock.
         .executableTarget(
             name: "TestKit",

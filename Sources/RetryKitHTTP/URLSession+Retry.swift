@@ -56,11 +56,16 @@ extension URLSession {
     /// - When the total timeout expires **during** an attempt, that attempt is cancelled and the caller gets the
     ///   outcome of the attempt before it (a response or a `URLError`, as above), or `URLError.timedOut` if it was the
     ///   first.
-    /// - **Cancellation** `(nil, nil, URLError.cancelled)` after `cancel()` on the returned handle, as URLSession itself
+    /// - **Cancellation** `(nil, nil, URLError.cancelled)` after `cancel()` on the returned task, as URLSession itself
     ///   reports a cancelled task, so existing `code == .cancelled` checks keep working; `summary.reason` is
     ///   `RetryError.Reason.cancelled`.
     /// - An invalid policy (a non-positive ``HTTPRetryPolicy/attemptTimeout``, a negative
     ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
+    ///
+    /// Every way to run a policy ends a give-up on a failing response this same way: `try await task.value` on the
+    /// returned ``HTTPRetryTask``, ``data(for:retryPolicy:isolation:observer:)`` and
+    /// ``HTTPRetryPolicy/run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
+    /// all return the last response; only the observer sees it as an ``HTTPStatusError``.
     ///
     /// The summary says how the retrier ended (`summary.reason`) and how many attempts ran (`summary.attempts`);
     /// `retryPolicy.maxAttempts - summary.attempts` is the "retries left" of a hand-written
@@ -70,8 +75,15 @@ extension URLSession {
     ///
     /// The in-flight `URLSessionDataTask` is cancelled when the retrier is cancelled, when the attempt times out and
     /// when the total timeout expires during it; its late result is ignored. Cancelling during a wait cancels the timer
-    /// and completes at once. A request cancelled by anyone else (its session was invalidated, say) fails with
-    /// `URLError.cancelled` and is never retried.
+    /// and completes at once; cancelling during an attempt completes at once too, without waiting for URLSession to
+    /// report the cancelled data task (on a loaded Linux machine that report took up to 0.7 s, Benchmarks/README.md).
+    ///
+    /// A request cancelled by anyone else (its session was invalidated, say) fails with `URLError.cancelled` and is
+    /// never retried.
+    ///
+    /// RetryKit creates, resumes and cancels the data tasks of a session on one serial queue (one of four it shares
+    /// among all sessions), never on `queue`: on Linux these URLSession calls can block their thread while the session
+    /// is busy, and made from many queues they would block many threads.
     ///
     /// On Linux, use a session without a URL cache (`configuration.urlCache = nil`) when attempts may be cancelled:
     /// swift-corelibs-foundation traps when a task of a session with a `URLCache` is cancelled right after it started
@@ -89,12 +101,11 @@ extension URLSession {
     ///     own errors: an ``HTTPStatusError`` for a failing response, `RetryError` for a RetryKit timeout. `nil` by
     ///     default.
     ///   - completionHandler: The outcome and a `RetrySummary`; called exactly once, on `queue`.
-    /// - Returns: The running request's `RetryHandle`: `cancel()` cancels the data task in flight or the wait before the
-    ///   next attempt (idempotent, from any thread; nothing after the request finished), `isFinished` says whether it
-    ///   has ended. Its `value` is the retrier's own outcome, in which a final failing response is an
-    ///   ``HTTPStatusError``; `completionHandler` gets it in URLSession's shape. Keeping the handle is optional: the
-    ///   request runs to its end either way, and releases everything it captured once it has called
-    ///   `completionHandler`.
+    /// - Returns: The running request's ``HTTPRetryTask``: `cancel()` cancels the data task in flight or the wait before
+    ///   the next attempt (idempotent, from any thread; nothing after the request finished), `isFinished` says whether
+    ///   it has ended, and `try await task.value` gives what `completionHandler` receives (the last response of a
+    ///   give-up too, not an error). Keeping it is optional: the request runs to its end either way, and releases
+    ///   everything it captured once it has called `completionHandler`.
     @discardableResult
     public func dataTask(
         with request: URLRequest,
@@ -103,7 +114,7 @@ extension URLSession {
         isolation: isolated (any Actor)? = #isolation,
         observer: ((RetryEvent<RetryResponse>) -> Void)? = nil,
         completionHandler: @escaping (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
-    ) -> RetryHandle<RetryResponse> {
+    ) -> HTTPRetryTask {
         let policy = retryPolicy
         // On the main actor, the main queue (where its closures must run); elsewhere a serial queue of the request's own.
         let queue =
@@ -111,24 +122,38 @@ extension URLSession {
             ?? (isolation === MainActor.shared
                 ? DispatchQueue.main : DispatchQueue(label: "org.retrykit.http.dataTask", target: .global()))
         let url = request.url
-        return startCallbackRetrier(
+        let calls = URLSessionCalls.queue(for: self)
+        let outcome = HTTPRequestOutcome()
+        let handle = startCallbackRetrier(
             configuration: policy.configuration(),
             on: queue,
             scheduler: DispatchTimerScheduler(),
             isolation: isolation,
             operation: { [self] _, done in
-                let task = attemptTask(for: request, policy: policy) { done($0) }
-                task.resume()
-                done.onCancel { task.cancel() }  // runs at once if the attempt was abandoned meanwhile
+                // URLSession's calls can block their thread for long under load (see `URLSessionCalls`): made on the
+                // session's queue, they hold neither the request's queue nor its cancellation.
+                calls.async { [self] in
+                    guard !done.isCancelled else { return }
+                    let task = attemptTask(for: request, policy: policy) { done($0) }
+                    task.resume()
+                    // Runs at once if the attempt was abandoned meanwhile. The retrier completes without waiting for
+                    // it: the data task is cancelled on the session's queue afterwards, its late result is ignored.
+                    done.onCancel { calls.async { task.cancel() } }
+                }
             },
             strategy: policy.strategy(for: request),
             observer: observer,
             completion: { result, summary in
                 switch HTTPRetryOutcome(result, url: url, cancellation: .urlError, summary: summary) {
-                case .response(let data, let response): completionHandler(data, response, nil, summary)
-                case .failure(let error): completionHandler(nil, nil, error, summary)
+                case .response(let data, let response):
+                    completionHandler(data, response, nil, summary)
+                    outcome.deliver(.success((data, response)))
+                case .failure(let error):
+                    completionHandler(nil, nil, error, summary)
+                    outcome.deliver(.failure(error))
                 }
             })
+        return HTTPRetryTask(handle: handle, outcome: outcome)
     }
 
     /// Sends `request`, retrying it as `retryPolicy` says, and returns the final response.
@@ -151,7 +176,8 @@ extension URLSession {
     ///   for an attempt RetryKit timed out), `CancellationError` when the calling task is cancelled, or RetryKit's
     ///   `RetryError` for an invalid policy.
     ///
-    /// Cancelling the calling task cancels the in-flight `URLSessionDataTask` (or the wait) at once. A per-attempt
+    /// Cancelling the calling task cancels the in-flight `URLSessionDataTask` (or the wait) and throws
+    /// `CancellationError` at once, without waiting for URLSession to report the cancelled data task. A per-attempt
     /// timeout cancels the attempt's data task.
     /// On Linux, the session should have no URL cache for that (see
     /// ``dataTask(with:retryPolicy:queue:observer:completionHandler:)``).
@@ -210,31 +236,32 @@ extension URLSession {
     }
 
     /// One attempt as an `async` call: the data task is cancelled when the calling task is.
+    ///
+    /// A cancelled attempt throws `CancellationError` at once: it does not wait for URLSession to report the cancelled
+    /// data task. The data task is created, resumed and cancelled on the session's queue (see `URLSessionCalls`), never
+    /// on a thread of the cooperative pool, where a blocking URLSession call would hold one of its few threads.
     func attempt(_ request: URLRequest, policy: HTTPRetryPolicy) async throws -> RetryResponse {
-        let state = Locked(AttemptTaskState.idle)
+        let state = Locked(AttemptTaskState())
+        let calls = URLSessionCalls.queue(for: self)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<RetryResponse, any Error>) in
-                if state.withLock({ $0.isCancelled }) {
+                guard state.withLock({ $0.wait(continuation) }) else {
                     continuation.resume(throwing: CancellationError())
                     return
                 }
-                // From here on only the task's completion resumes the continuation (once, as URLSession promises).
-                let task = attemptTask(for: request, policy: policy) { continuation.resume(with: $0) }
-                task.resume()
-                let cancelled = state.withLock { state in
-                    if state.isCancelled { return true }
-                    state = .running(task)
-                    return false
+                calls.async { [self] in
+                    guard !state.withLock(\.isCancelled) else { return }
+                    let task = attemptTask(for: request, policy: policy) { result in
+                        state.withLock { $0.takeContinuation() }?.resume(with: result)
+                    }
+                    task.resume()
+                    if !state.withLock({ $0.run(task) }) { task.cancel() }
                 }
-                if cancelled { task.cancel() }
             }
         } onCancel: {
-            let task: URLSessionDataTask? = state.withLock { state in
-                defer { state = .cancelled }
-                if case .running(let task) = state { return task }
-                return nil
-            }
-            task?.cancel()
+            let (continuation, task) = state.withLock { $0.cancel() }
+            continuation?.resume(throwing: CancellationError())
+            if let task { calls.async { task.cancel() } }
         }
     }
 
@@ -252,15 +279,38 @@ extension URLSession {
     }
 }
 
-/// Where the async attempt's data task is, for its cancellation handler.
-private enum AttemptTaskState {
-    case idle
-    case running(URLSessionDataTask)
-    case cancelled
+/// The async attempt's continuation and data task, shared with its cancellation handler. Whoever takes the
+/// continuation first (the data task's completion or the cancellation) resumes it.
+private struct AttemptTaskState {
+    private var continuation: CheckedContinuation<URLSession.RetryResponse, any Error>?
+    private var task: URLSessionDataTask?
+    private(set) var isCancelled = false
 
-    var isCancelled: Bool {
-        if case .cancelled = self { return true }
-        return false
+    /// Keeps `continuation` for the data task's completion; `false` if the attempt was already cancelled.
+    mutating func wait(_ continuation: CheckedContinuation<URLSession.RetryResponse, any Error>) -> Bool {
+        guard !isCancelled else { return false }
+        self.continuation = continuation
+        return true
+    }
+
+    /// Keeps the running `task` for the cancellation; `false` if the attempt was cancelled meanwhile.
+    mutating func run(_ task: URLSessionDataTask) -> Bool {
+        guard !isCancelled else { return false }
+        self.task = task
+        return true
+    }
+
+    /// The continuation, if nobody has taken it yet.
+    mutating func takeContinuation() -> CheckedContinuation<URLSession.RetryResponse, any Error>? {
+        defer { continuation = nil }
+        return continuation
+    }
+
+    /// Marks the attempt cancelled; returns the continuation to resume (if not yet resumed) and the task to cancel.
+    mutating func cancel() -> (CheckedContinuation<URLSession.RetryResponse, any Error>?, URLSessionDataTask?) {
+        isCancelled = true
+        defer { task = nil }
+        return (takeContinuation(), task)
     }
 }
 

@@ -86,7 +86,7 @@ func urlSession(_ session: URLSession, _ request: URLRequest) async throws {
     let (data, response): (Data, URLResponse) = try await session.data(for: request)
     print(data, response)
     // RetryKit's, which name `retryPolicy:`.
-    let retrying: RetryHandle<URLSession.RetryResponse> = session.dataTask(
+    let retrying: HTTPRetryTask = session.dataTask(
         with: request, retryPolicy: HTTPRetryPolicy()
     ) {
         data, response, error, summary in

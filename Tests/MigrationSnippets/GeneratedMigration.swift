@@ -380,9 +380,9 @@ print(policy.maxAttempts)  // 4: the runner counts attempts, the first one inclu
 #sourceLocation()
 }
 
-// Migration.md:616: alamofireCompatibleDelays (test)
+// Migration.md:619: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 616)
+#sourceLocation(file: "Migration.md", line: 619)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -390,9 +390,9 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:630: httpPolicyDecisions (test)
+// Migration.md:633: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 630)
+#sourceLocation(file: "Migration.md", line: 633)
 // A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
 func describe(
     _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
@@ -422,9 +422,9 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:672: urlSessionAsync (body)
+// Migration.md:675: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 672)
+#sourceLocation(file: "Migration.md", line: 675)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -440,12 +440,12 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:698: urlSessionCallback (body)
+// Migration.md:701: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 698)
+#sourceLocation(file: "Migration.md", line: 701)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
-    -> RetryHandle<URLSession.RetryResponse>
+    -> HTTPRetryTask
 {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
     return session.dataTask(with: URLRequest(url: profileURL), retryPolicy: policy) { data, response, error, summary in
@@ -462,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:730: httpPolicyWithAsyncRetry (body)
+// Migration.md:733: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 730)
+#sourceLocation(file: "Migration.md", line: 733)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -484,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:762: asyncLibraryCallSites (body)
+// Migration.md:765: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 762)
+#sourceLocation(file: "Migration.md", line: 765)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -516,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:798: AsyncLibraryAnyClock (decl)
+// Migration.md:801: AsyncLibraryAnyClock (decl)
 struct AsyncLibraryAnyClock {
-#sourceLocation(file: "Migration.md", line: 798)
+#sourceLocation(file: "Migration.md", line: 801)
 func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
     try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
         try await operation()
@@ -538,9 +538,9 @@ where C.Duration == Duration {
 #sourceLocation()
 }
 
-// Migration.md:882: asyncLibraryDifferences (test)
+// Migration.md:885: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 882)
+#sourceLocation(file: "Migration.md", line: 885)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -575,9 +575,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:952: swiftRetrierAfter (body)
+// Migration.md:955: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 952)
+#sourceLocation(file: "Migration.md", line: 955)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -603,9 +603,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:983: swiftRetrierCallbacks (body)
+// Migration.md:986: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 983)
+#sourceLocation(file: "Migration.md", line: 986)
 let policy = RetryPlan.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -616,9 +616,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:1012: swiftRetrierToday (body)
+// Migration.md:1015: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 1012)
+#sourceLocation(file: "Migration.md", line: 1015)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 

@@ -156,9 +156,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:395: ReadmeVirtualTime (decl)
+// README.md:403: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 395)
+#sourceLocation(file: "README.md", line: 403)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

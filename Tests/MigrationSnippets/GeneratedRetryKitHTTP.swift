@@ -27,16 +27,16 @@ print(uploads.maxAttempts)  // 5
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:56: httpURLSessionBothStyles (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:59: httpURLSessionBothStyles (body)
 func httpURLSessionBothStyles() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 56)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 59)
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
     let (data, _) = try await session.data(for: request, retryPolicy: policy)
     return data
 }
 
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy,
-          completion: @escaping @Sendable (Data?, (any Error)?) -> Void) -> RetryHandle<URLSession.RetryResponse> {
+          completion: @escaping @Sendable (Data?, (any Error)?) -> Void) -> HTTPRetryTask {
     session.dataTask(with: request, retryPolicy: policy) { data, _, error, summary in
         // on the queue given (a private serial queue by default); summary.attempts says how many ran
         completion(data, error)
@@ -46,9 +46,9 @@ print(load)
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:92: httpRunningAPolicy (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:95: httpRunningAPolicy (body)
 func httpRunningAPolicy() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 92)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 95)
 func load(_ request: URLRequest, session: URLSession, policy: HTTPRetryPolicy) async throws -> Data {
     let strategy = policy.strategy(for: request)
     return try await retry(maxAttempts: policy.maxAttempts) { attempt in
@@ -65,9 +65,9 @@ print(load)
 #sourceLocation()
 }
 
-// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:128: httpAnyClient (body)
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:131: httpAnyClient (body)
 func httpAnyClient() async throws {
-#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 128)
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 131)
 struct Reply: Sendable {
     var status: Int
     var headers: [String: String]

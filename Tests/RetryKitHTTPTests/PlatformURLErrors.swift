@@ -20,4 +20,27 @@ enum TransportErrorCodes {
         /// as lost (and may report a bad response if the close races with the request's last bytes).
         static let closedWithoutReply: Set<URLError.Code> = [.networkConnectionLost, .badServerResponse]
     #endif
+
+    /// The codes URLSession reports when the server resets the connection before replying.
+    static let reset: Set<URLError.Code> = [.networkConnectionLost]
+}
+
+/// How many requests a server sees for client attempts that each ended with the connection closed or reset before a
+/// reply, where the platforms differ.
+///
+/// Linux's URLSession (libcurl) sends each attempt once. Apple's may resend an idempotent request once, on its own,
+/// when the connection is lost before the response: an attempt can reach the server twice, and a request scripted
+/// to fail once may then succeed without the client seeing the failure.
+enum ClosedConnectionRequests {
+    #if canImport(FoundationNetworking)
+        /// Whether URLSession may resend a request on a connection lost before the reply.
+        static let mayResend = false
+    #else
+        static let mayResend = true
+    #endif
+
+    /// The requests the server may see for `attempts` such attempts.
+    static func range(attempts: Int) -> ClosedRange<Int> {
+        mayResend ? attempts...(2 * attempts) : attempts...attempts
+    }
 }

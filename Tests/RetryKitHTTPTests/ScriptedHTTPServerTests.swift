@@ -131,8 +131,14 @@ import Testing
         defer { session.finishTasksAndInvalidate() }
 
         let fetched = await fetch(server.url("/reset"), in: session)
-        #expect(fetched.urlErrorCode == .networkConnectionLost)
-        #expect(await fetch(server.url("/reset"), in: session).status == 200)
+        if ClosedConnectionRequests.mayResend && fetched.status == 200 {
+            // Apple's URLSession resent the GET on its own after the reset, and got the script's next step.
+            #expect(server.requestCount(to: "/reset") == 2)
+        } else {
+            let code = try #require(fetched.urlErrorCode)
+            #expect(TransportErrorCodes.reset.contains(code), "\(code)")
+            #expect(await fetch(server.url("/reset"), in: session).status == 200)
+        }
         #expect(HTTPRetryPolicy().retryableTransportFailures.contains(.networkConnectionLost))
     }
 
@@ -147,7 +153,7 @@ import Testing
         let code = try #require(fetched.urlErrorCode)
         #expect(TransportErrorCodes.closedWithoutReply.contains(code), "\(code)")
         #expect(HTTPRetryPolicy().retryableTransportFailures.contains(TransportFailure(code)))
-        #expect(server.requestCount(to: "/close") == 1)
+        #expect(ClosedConnectionRequests.range(attempts: 1).contains(server.requestCount(to: "/close")))
     }
 
     @Test func refusingPortIsReportedAsCannotConnectToHost() async throws {

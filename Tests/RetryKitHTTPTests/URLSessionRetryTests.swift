@@ -216,13 +216,19 @@ import Testing
             makeRequest(url: server.url("/reset-once")), policy: policy, style: style, in: session, log: log)
         #expect(recovered.status == 200)
         #expect(recovered.body == "ok")
-        #expect(log.failures.map { ($0.error as? URLError)?.code } == [.networkConnectionLost])
+        let codes = log.failures.map { ($0.error as? URLError)?.code }
+        if ClosedConnectionRequests.mayResend && codes.isEmpty {
+            // Apple's URLSession resent the GET on its own after the reset: one attempt, two requests.
+            #expect(log.started == 1)
+        } else {
+            #expect(codes.count == 1 && codes.allSatisfy { $0.map(TransportErrorCodes.reset.contains) == true })
+        }
         #expect(server.requestCount(to: "/reset-once") == 2)
 
         let failed = await send(
             makeRequest(url: server.url("/always-reset")), policy: policy, style: style, in: session)
-        #expect(failed.urlErrorCode == .networkConnectionLost)
-        #expect(server.requestCount(to: "/always-reset") == 2)
+        #expect(failed.urlErrorCode.map(TransportErrorCodes.reset.contains) == true)
+        #expect(ClosedConnectionRequests.range(attempts: 2).contains(server.requestCount(to: "/always-reset")))
     }
 
     // MARK: Giving up with the last response
