@@ -248,6 +248,7 @@ final class RejectedRetrier: CallbackRetrier {
 /// A value isolated to an actor, carried to it: sound only because it is used on that actor alone (see
 /// ``RejectedRetrier``).
 struct ActorConfined<T>: @unchecked Sendable {
+    // @unchecked Sendable: the value crosses to its actor once and is used there alone.
     let value: T
     init(_ value: T) { self.value = value }
 }
