@@ -110,7 +110,9 @@ struct RetryBridgeState<Value: Sendable>: Sendable {
 /// bridge.
 @usableFromInline
 struct RetryBridge<Value: Sendable>: Sendable {
-    /// The continuation of the task waiting for an attempt.
+    /// The continuation of the task waiting for an attempt. Unchecked, and sound: it is stored only in
+    /// ``RetryBridgeState/Progress/awaited(_:)`` and leaves the state with the one input that ends the attempt
+    /// (``RetryBridgeState/end(_:)`` moves the state on to `.over`), so it is resumed exactly once.
     typealias Waiter = UnsafeContinuation<BridgeOutcome<Value>, Never>
 
     /// The attempt in flight and the task waiting for it, behind the bridge's lock.
@@ -276,7 +278,9 @@ final class BridgeAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
     @usableFromInline
     func attemptSucceeded<V: Sendable>(value: V, _: RetryAttempt) {
         // Always a `Value`: only an `AttemptCompletion<Value>` reports to this attempt.
-        guard let value = value as? Value else { return bridge.complete(.failure(RetryError(.missingResult)), by: self) }
+        guard let value = value as? Value else {
+            return bridge.complete(.failure(RetryError(.missingResult)), by: self)
+        }
         bridge.complete(.success(value), by: self)
     }
 

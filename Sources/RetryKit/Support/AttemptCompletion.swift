@@ -100,6 +100,7 @@ package class ErasedValue: @unchecked Sendable {
 /// A successful attempt's value.
 @usableFromInline
 package final class SuccessValue<Value: Sendable>: ErasedValue, @unchecked Sendable {
+    // @unchecked Sendable: its one stored property is an immutable `Sendable` value.
     @usableFromInline
     let value: Value
 

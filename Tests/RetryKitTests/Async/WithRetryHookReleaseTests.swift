@@ -35,7 +35,8 @@ private final class BridgeLockProbe: Sendable {
 struct WithRetryHookReleaseTests {
     /// Attempt 1 fails and its completion is kept; attempt 2 registers a hook holding a probe over attempt 1's
     /// completion, then lets go of its own uncalled (it fails with `completionReleased`); attempt 3 succeeds.
-    private static func operation(_ answers: Locked<[Bool]>) -> @Sendable (RetryAttempt, AttemptCompletion<Int>) -> Void {
+    private static func operation(_ answers: Locked<[Bool]>) -> @Sendable (RetryAttempt, AttemptCompletion<Int>) -> Void
+    {
         let first = Locked<AttemptCompletion<Int>?>(nil)
         return { attempt, done in
             switch attempt.number {
