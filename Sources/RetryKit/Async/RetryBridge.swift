@@ -1,10 +1,14 @@
 /// How one attempt of
 /// ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:clock:isolation:operation:strategy:observer:)``
 /// ended.
+///
+/// Not generic: the bridge, its state and its attempts are compiled once in RetryKit, for every value type, where code
+/// generic over the value would look its types up at run time on every call (Benchmarks/README.md has the figure).
+/// The value travels as `any Sendable`, and the runner, which knows its type, casts it back.
 @usableFromInline
-enum BridgeOutcome<Value: Sendable>: Sendable {
-    /// The completion was called with a value.
-    case success(Value)
+enum BridgeOutcome: Sendable {
+    /// The completion was called with a value (of the call's value type).
+    case success(any Sendable)
     /// The completion was called with an error.
     case failure(any Error)
     /// Every copy of the completion was released uncalled.
@@ -21,17 +25,17 @@ enum BridgeOutcome<Value: Sendable>: Sendable {
 /// its timer, task cancellation, the release of its completion) goes through ``end(_:)``, so the first one wins and the
 /// waiting continuation is handed out exactly once.
 @usableFromInline
-struct RetryBridgeState<Value: Sendable>: Sendable {
+struct RetryBridgeState: Sendable {
     /// Where the attempt in flight stands.
     enum Progress: Sendable {
         /// Running, and nobody waits for it yet.
         case running
         /// Running, and the runner's task waits for its end: the continuation leaves the state with the input that
         /// ends the attempt, to be resumed after the lock is released.
-        case awaited(UnsafeContinuation<BridgeOutcome<Value>, Never>)
+        case awaited(UnsafeContinuation<BridgeOutcome, Never>)
         /// Ended before the runner waited (a completion called while the operation ran, say): the outcome, until the
         /// runner takes it.
-        case ended(BridgeOutcome<Value>)
+        case ended(BridgeOutcome)
         /// Ended, and the outcome handed to the runner.
         case over
     }
@@ -59,7 +63,7 @@ struct RetryBridgeState<Value: Sendable>: Sendable {
 
     /// Ends the attempt with `outcome` unless it has ended already. Returns the waiting continuation, for the caller
     /// to resume with `outcome` once it has unlocked; if nobody waits yet, the outcome is kept for the runner.
-    mutating func end(_ outcome: BridgeOutcome<Value>) -> UnsafeContinuation<BridgeOutcome<Value>, Never>? {
+    mutating func end(_ outcome: BridgeOutcome) -> UnsafeContinuation<BridgeOutcome, Never>? {
         switch progress {
         case .running:
             progress = .ended(outcome)
@@ -73,7 +77,7 @@ struct RetryBridgeState<Value: Sendable>: Sendable {
     }
 
     /// The outcome of an attempt that ended before the runner waited, handed out once.
-    mutating func takeOutcome() -> BridgeOutcome<Value>? {
+    mutating func takeOutcome() -> BridgeOutcome? {
         guard case .ended(let outcome) = progress else { return nil }
         progress = .over
         return outcome
@@ -109,14 +113,14 @@ struct RetryBridgeState<Value: Sendable>: Sendable {
 /// that may hold the user's objects (hooks, values, errors) is released there: their `deinit`s may call back into the
 /// bridge.
 @usableFromInline
-struct RetryBridge<Value: Sendable>: Sendable {
+struct RetryBridge: Sendable {
     /// The continuation of the task waiting for an attempt. Unchecked, and sound: it is stored only in
     /// ``RetryBridgeState/Progress/awaited(_:)`` and leaves the state with the one input that ends the attempt
     /// (``RetryBridgeState/end(_:)`` moves the state on to `.over`), so it is resumed exactly once.
-    typealias Waiter = UnsafeContinuation<BridgeOutcome<Value>, Never>
+    typealias Waiter = UnsafeContinuation<BridgeOutcome, Never>
 
     /// The attempt in flight and the task waiting for it, behind the bridge's lock.
-    let state = Locked(RetryBridgeState<Value>())
+    let state = Locked(RetryBridgeState())
 
     /// A bridge with attempt 1 started.
     @usableFromInline
@@ -126,7 +130,7 @@ struct RetryBridge<Value: Sendable>: Sendable {
     /// so far (forgotten once taken), for the observer.
     @usableFromInline
     func begin(_ number: Int) -> [RetryAttempt] {
-        var previous = RetryBridgeState<Value>()
+        var previous = RetryBridgeState()
         previous.attempt = number
         state.withLock { swap(&$0, &previous) }
         // `previous` holds the last attempt's leftovers, released here, after unlocking: a hook kept by an attempt
@@ -145,7 +149,7 @@ struct RetryBridge<Value: Sendable>: Sendable {
     /// How the current attempt ended, if it has already, with the duplicate completions so far (forgotten once
     /// taken).
     @usableFromInline
-    func takeOutcomeAndDuplicates() -> (BridgeOutcome<Value>, [RetryAttempt])? {
+    func takeOutcomeAndDuplicates() -> (BridgeOutcome, [RetryAttempt])? {
         state.withLock { s in
             guard let outcome = s.takeOutcome() else { return nil }
             return (outcome, s.takeDuplicates())
@@ -154,9 +158,9 @@ struct RetryBridge<Value: Sendable>: Sendable {
 
     /// Waits for the current attempt to end.
     @usableFromInline
-    func wait(isolation: isolated (any Actor)? = #isolation) async -> BridgeOutcome<Value> {
+    func wait(isolation: isolated (any Actor)? = #isolation) async -> BridgeOutcome {
         await withUnsafeContinuation(isolation: isolation) { continuation in
-            let ready = state.withLock { s -> BridgeOutcome<Value>? in
+            let ready = state.withLock { s -> BridgeOutcome? in
                 if let outcome = s.takeOutcome() { return outcome }
                 s.progress = .awaited(continuation)
                 return nil
@@ -197,7 +201,7 @@ struct RetryBridge<Value: Sendable>: Sendable {
     /// The first call of the attempt in flight delivers its outcome, unless the attempt was abandoned; a first call of
     /// an earlier attempt is ignored (a later attempt can only have begun after it ended, and as it was not called,
     /// it ended by its timer); every later call is a duplicate.
-    func complete(_ outcome: BridgeOutcome<Value>, by attempt: BridgeAttempt<Value>) {
+    func complete(_ outcome: BridgeOutcome, by attempt: BridgeAttempt) {
         let (dropped, waiter) = state.withLock { s -> ((@Sendable () -> Void)?, Waiter?) in
             guard case .none = attempt.calls else {
                 s.duplicates.append(attempt.attempt)
@@ -215,7 +219,7 @@ struct RetryBridge<Value: Sendable>: Sendable {
     }
 
     /// ``AttemptCompletion/onCancel(_:)`` of `attempt`.
-    func setCancelHook(_ hook: @escaping @Sendable () -> Void, of attempt: BridgeAttempt<Value>) {
+    func setCancelHook(_ hook: @escaping @Sendable () -> Void, of attempt: BridgeAttempt) {
         let (runNow, replaced) = state.withLock { s -> (Bool, (@Sendable () -> Void)?) in
             // A called completion's attempt is over: its hook can never run.
             guard case .none = attempt.calls else { return (false, nil) }
@@ -230,7 +234,7 @@ struct RetryBridge<Value: Sendable>: Sendable {
     }
 
     /// ``AttemptCompletion/isCancelled`` of `attempt`.
-    func isAbandoned(_ attempt: BridgeAttempt<Value>) -> Bool {
+    func isAbandoned(_ attempt: BridgeAttempt) -> Bool {
         state.withLock { s in
             if s.attempt == attempt.attempt.number { return s.abandoned }
             // An earlier attempt ended by its result, or else by its timer.
@@ -244,7 +248,7 @@ struct RetryBridge<Value: Sendable>: Sendable {
 /// and, when the last copy of the completion is released without having been called, tells the bridge, so that an
 /// operation that drops `done` uncalled fails its attempt instead of hanging the call.
 @usableFromInline
-final class BridgeAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
+final class BridgeAttempt: AttemptSink, @unchecked Sendable {
     // @unchecked Sendable: `calls` is only accessed under the bridge's lock, except in `deinit`, which runs after every
     // other reference is gone (the release of the last one orders every earlier write before it). The rest is
     // immutable.
@@ -259,13 +263,13 @@ final class BridgeAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
         case ignored
     }
 
-    let bridge: RetryBridge<Value>
+    let bridge: RetryBridge
     let attempt: RetryAttempt
     /// Under the bridge's lock.
     var calls = Calls.none
 
     @usableFromInline
-    init(_ bridge: RetryBridge<Value>, attempt: RetryAttempt) {
+    init(_ bridge: RetryBridge, attempt: RetryAttempt) {
         self.bridge = bridge
         self.attempt = attempt
     }
@@ -277,10 +281,8 @@ final class BridgeAttempt<Value: Sendable>: AttemptSink, @unchecked Sendable {
 
     @usableFromInline
     func attemptSucceeded<V: Sendable>(value: V, _: RetryAttempt) {
-        // Always a `Value`: only an `AttemptCompletion<Value>` reports to this attempt.
-        guard let value = value as? Value else {
-            return bridge.complete(.failure(RetryError(.missingResult)), by: self)
-        }
+        // Of the call's value type: only its `AttemptCompletion<Value>` reports to this attempt; the runner casts it
+        // back.
         bridge.complete(.success(value), by: self)
     }
 

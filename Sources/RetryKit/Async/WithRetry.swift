@@ -122,7 +122,7 @@ func runWithRetry<Value: Sendable, C: Clock>(
 ) async throws -> Value where C.Duration == Duration {
     // Inlined into the caller (with the runner), so that it runs specialized for `Value` and `C`; the attempts go
     // through one `RetryBridge` per call.
-    let bridge = RetryBridge<Value>()
+    let bridge = RetryBridge()
     // The last attempt begun on the bridge: by its `attemptStarted` event (which takes the duplicates so far in the
     // same step) when the events are observed, otherwise as it runs. A bridge is made with attempt 1 begun.
     var begun = 1
@@ -245,10 +245,10 @@ public func withRetry<Value: Sendable>(
 @inlinable
 @inline(__always)
 func runBridgedAttempt<Value: Sendable>(
-    _ attempt: RetryAttempt, bridge: RetryBridge<Value>, begun: inout Int,
+    _ attempt: RetryAttempt, bridge: RetryBridge, begun: inout Int,
     settled: inout (duplicates: [RetryAttempt], ended: Bool), isolation: isolated (any Actor)?,
     operation: (_ attempt: RetryAttempt, _ done: AttemptCompletion<Value>) -> Void,
-    wait: () async -> BridgeOutcome<Value>
+    wait: () async -> BridgeOutcome
 ) async -> AsyncAttemptOutcome<Value> {
     if attempt.number > begun {
         _ = bridge.begin(attempt.number)  // not observed: its duplicates go nowhere
@@ -261,7 +261,7 @@ func runBridgedAttempt<Value: Sendable>(
     // cancellation handler: a cancellation that arrived while the operation was starting the attempt is taken when
     // the handler is installed, as the wait begins, or here if the operation let go of its completion uncalled (the
     // attempt is abandoned: its cancel hook runs).
-    let outcome: BridgeOutcome<Value>
+    let outcome: BridgeOutcome
     if let (ended, duplicates) = bridge.takeOutcomeAndDuplicates() {
         settled = (duplicates, ended: true)
         if case .released = ended, Task.isCancelled { bridge.cancel() }
@@ -271,7 +271,10 @@ func runBridgedAttempt<Value: Sendable>(
         outcome = await wait()
     }
     switch outcome {
-    case .success(let value): return .succeeded(value)
+    case .success(let value):
+        // Always a `Value`: only this call's completions report to the bridge.
+        guard let value = value as? Value else { return .failed(RetryError(.missingResult)) }
+        return .succeeded(value)
     case .failure(let error): return .failed(error)
     case .released: return .failed(RetryError(.completionReleased))
     case .timedOut: return .timedOut
@@ -282,10 +285,10 @@ func runBridgedAttempt<Value: Sendable>(
 /// Waits for attempt `number` of `bridge` to end: by its completion, its timer (at `deadline`, if it has one) or
 /// task cancellation, whichever comes first. Only an attempt that did not end while its operation ran waits here.
 @inlinable
-func waitForBridgedAttempt<Value: Sendable, C: Clock>(
-    _ bridge: RetryBridge<Value>, _ number: Int, deadline: C.Instant?, tolerance: Duration?, clock: C,
+func waitForBridgedAttempt<C: Clock>(
+    _ bridge: RetryBridge, _ number: Int, deadline: C.Instant?, tolerance: Duration?, clock: C,
     isolation: isolated (any Actor)?
-) async -> BridgeOutcome<Value> where C.Duration == Duration {
+) async -> BridgeOutcome where C.Duration == Duration {
     await withTaskCancellationHandler(
         operation: {
             guard let deadline else { return await bridge.wait() }
