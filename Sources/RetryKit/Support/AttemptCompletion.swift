@@ -46,8 +46,7 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
     /// Completes the attempt with a result.
     @inlinable
     public func callAsFunction(_ result: Result<Value, any Error>) {
-        // Inlinable, so that the switch is specialized in the caller's module: the sink receives the value already
-        // erased, and the hot path looks up no generic metadata.
+        // Inlinable, so that the switch is specialized in the caller's module.
         switch result {
         case .success(let value): succeeded(value)
         case .failure(let error): sink.attemptFailed(error, attempt)
@@ -101,6 +100,7 @@ package class ErasedValue: @unchecked Sendable {
 /// A successful attempt's value.
 @usableFromInline
 package final class SuccessValue<Value: Sendable>: ErasedValue, @unchecked Sendable {
+    // @unchecked Sendable: its one stored property is an immutable `Sendable` value.
     @usableFromInline
     let value: Value
 
@@ -125,43 +125,18 @@ extension ErasedValue {
 
 /// What an ``AttemptCompletion`` reports to: the runner of the attempt, or a record of that one attempt.
 ///
-/// Not generic on purpose: the value arrives boxed in an ``ErasedValue`` (the runner that created the completion knows
-/// its type), so that nothing on the path from the operation's `done` call to the runner needs generic metadata.
+/// Not generic, so that a completion is one type whatever runs it. A success arrives typed: the sink, made by the
+/// runner that created the completion, knows the value type and casts the value back to it.
 @usableFromInline
 package protocol AttemptSink: AnyObject, Sendable {
     /// The attempt's completion was called with a value.
     func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt)
-    /// The attempt's completion was called with a value, boxed.
-    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt)
-    /// The attempt's completion was called with a value, which `store` copies into the memory it is given (the
-    /// sink's slot for a value of the attempt's type: the runner that created the completion knows the type), if the
-    /// sink keeps values in place. Returns `false` if it does not (the default): the value then goes to
-    /// ``attemptSucceeded(_:_:)``, boxed. `store` runs no user code (it copies a value), so a sink may call it under
-    /// its lock.
-    func attemptSucceeded(_ attempt: RetryAttempt, storingWith store: (UnsafeMutableRawPointer) -> Void) -> Bool
     /// The attempt's completion was called with an error.
     func attemptFailed(_ error: any Error, _ attempt: RetryAttempt)
     /// ``AttemptCompletion/onCancel(_:)``.
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt)
     /// ``AttemptCompletion/isCancelled``.
     func isAbandoned(_ attempt: RetryAttempt) -> Bool
-}
-
-extension AttemptSink {
-    /// Reports a success with its value typed: stored in place if the sink takes it so, otherwise boxed. A sink that
-    /// knows the value type (the callback runner's attempt record) implements this itself.
-    @inlinable
-    package func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
-        let stored = attemptSucceeded(attempt) { slot in
-            slot.initializeMemory(as: V.self, to: value)
-        }
-        if !stored { attemptSucceeded(SuccessValue(value), attempt) }
-    }
-
-    /// Values arrive boxed, to ``attemptSucceeded(_:_:)``.
-    package func attemptSucceeded(_: RetryAttempt, storingWith _: (UnsafeMutableRawPointer) -> Void) -> Bool {
-        false
-    }
 }
 
 /// The life of one attempt's completion: called or not, abandoned or not, and the cancel hook to run if it is
@@ -267,9 +242,9 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
 
     // MARK: AttemptSink
 
-    package func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
+    package func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
         // Always a `Value`: only an `AttemptCompletion<Value>` reports to this slot.
-        if let value = value.value(as: Value.self) {
+        if let value = value as? Value {
             deliver(.success(value))
         } else {
             deliver(.failure(RetryError(.missingResult)))
