@@ -217,11 +217,6 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
         runner.complete(self, .success(value), attempt)
     }
 
-    func attemptSucceeded(_ value: ErasedValue, _ attempt: RetryAttempt) {
-        guard let value = value.anyValue else { return attemptFailed(RetryError(.missingResult), attempt) }
-        runner.complete(self, .success(value), attempt)
-    }
-
     func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
         runner.complete(self, .failure(error), attempt)
     }

@@ -87,42 +87,6 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
     public var isCancelled: Bool { sink.isAbandoned(attempt) }
 }
 
-/// A successful attempt's value with its type erased: a class reference, so that the runners move it around as cheaply
-/// as an error. Created where the value type is known (``AttemptCompletion``'s inlinable methods are specialized in the
-/// caller's module), and cast back to ``SuccessValue`` by whoever knows the type.
-@usableFromInline
-package class ErasedValue: @unchecked Sendable {
-    // @unchecked Sendable: immutable; the only subclass, `SuccessValue`, holds a `Sendable` value.
-    @usableFromInline
-    init() {}
-}
-
-/// A successful attempt's value.
-@usableFromInline
-package final class SuccessValue<Value: Sendable>: ErasedValue, @unchecked Sendable {
-    // @unchecked Sendable: its one stored property is an immutable `Sendable` value.
-    @usableFromInline
-    let value: Value
-
-    @usableFromInline
-    init(_ value: Value) {
-        self.value = value
-    }
-}
-
-extension ErasedValue {
-    /// The value, whatever its type; `nil` only for a value that is not a ``SuccessValue`` (none is).
-    var anyValue: (any Sendable)? {
-        (self as? any AnyValueHolder)?.heldValue
-    }
-
-    /// The value, if it is a `Value`.
-    @inlinable
-    func value<Value: Sendable>(as type: Value.Type) -> Value? {
-        (self as? SuccessValue<Value>)?.value
-    }
-}
-
 /// What an ``AttemptCompletion`` reports to: the runner of the attempt, or a record of that one attempt.
 ///
 /// Not generic, so that a completion is one type whatever runs it. A success arrives typed: the sink, made by the
@@ -262,13 +226,4 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
     package func isAbandoned(_ attempt: RetryAttempt) -> Bool {
         isAbandoned
     }
-}
-
-/// A ``SuccessValue`` of any type.
-protocol AnyValueHolder {
-    var heldValue: any Sendable { get }
-}
-
-extension SuccessValue: AnyValueHolder {
-    var heldValue: any Sendable { value }
 }
