@@ -137,8 +137,8 @@ final class CallbackRunner: CallbackRetrier {
         hop { self.perform(action) }
     }
 
-    /// A timer fired, or a zero wait's hop arrived (on the queue).
-    private func timerFired(_ timer: PendingTimer) {
+    /// A timer fired (on the queue).
+    func timerFired(_ timer: PendingTimer) {
         let action = input { s, now in
             guard s.timer === timer else { return .none }  // no longer wanted: cancelled meanwhile
             switch timer.purpose {
@@ -298,7 +298,7 @@ final class CallbackRunner: CallbackRetrier {
             observer(.attemptStarted(attempt))
         }
         let record = CallbackAttempt(runner: self, id: id)
-        let timer = timeout.map { _ in PendingTimer(.timeout(id)) }
+        let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
         // Checked again, atomically with marking the operation as being called: the observer may have cancelled, and so
         // may any thread until here. Once this returns `true`, a cancel is a cancel during the attempt (its hook runs).
         var replaced: PendingTimer?
@@ -332,7 +332,7 @@ final class CallbackRunner: CallbackRetrier {
             hop { self.perform(self.input { s, now in s.timer == nil ? s.machine.waitElapsed(at: now) : .none }) }
             return
         }
-        let timer = PendingTimer(.wait)
+        let timer = PendingTimer(.wait, of: self)
         var replaced: PendingTimer?
         let waiting: Bool = state.withLock { s in
             guard s.machine.isWaiting else { return false }
@@ -345,7 +345,7 @@ final class CallbackRunner: CallbackRetrier {
 
     /// Schedules `timer`, which the state keeps, unless the state stopped wanting it meanwhile: then it is cancelled.
     private func arm(_ timer: PendingTimer, after delay: Duration) {
-        let token = scheduler.schedule(after: delay, on: queue) { self.timerFired(timer) }
+        let token = scheduler.schedule(after: delay, on: queue) { timer.fired() }
         let kept: Bool = state.withLock { s in
             guard s.timer === timer else { return false }
             timer.token = token

@@ -37,18 +37,56 @@ final class CallbackUserClosures {
     /// type metadata at run time, and a generic runner measured 79,634 instructions per retrier against 5,341 for the
     /// hand-written recursion (Benchmarks/README.md).
     @inlinable
-    init<Value: Sendable>(
+    convenience init<Value: Sendable>(
         operation: @escaping (RetryAttempt, AttemptCompletion<Value>) -> Void,
         strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock>,
         observer: ((RetryEvent<Value>) -> Void)?,
         onValue: ((Value) -> Void)?,
         completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
     ) {
-        self.operation = { attempt, sink in operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) }
+        // Every wrapper captures the one object that holds the typed closures (a closure capturing a single object
+        // needs no context of its own).
+        let typed = TypedClosures(operation: operation, observer: observer, onValue: onValue, completion: completion)
+        self.init(
+            operation: { attempt, sink in typed.operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) },
+            strategy: strategy,
+            observer: observer == nil ? nil : { event in typed.observer?(event.typed()) },
+            onValue: onValue == nil ? nil : { value in if let value = value as? Value { typed.onValue?(value) } },
+            completion: { result, summary in typed.completion(result.typed(), summary) })
+    }
+
+    @usableFromInline
+    init(
+        operation: @escaping (RetryAttempt, any AttemptSink) -> Void,
+        strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock>,
+        observer: ((RetryEvent<any Sendable>) -> Void)?, onValue: ((any Sendable) -> Void)?,
+        completion: @escaping (Result<any Sendable, any Error>, RetrySummary) -> Void
+    ) {
+        self.operation = operation
         self.strategy = strategy
-        self.observer = observer.map { observer in { event in observer(event.typed()) } }
-        self.onValue = onValue.map { onValue in { value in if let value = value as? Value { onValue(value) } } }
-        self.completion = { result, summary in completion(result.typed(), summary) }
+        self.observer = observer
+        self.onValue = onValue
+        self.completion = completion
+    }
+}
+
+/// An entry point's closures, typed: what ``CallbackUserClosures``' wrappers call.
+@usableFromInline
+final class TypedClosures<Value: Sendable> {
+    @usableFromInline let operation: (RetryAttempt, AttemptCompletion<Value>) -> Void
+    @usableFromInline let observer: ((RetryEvent<Value>) -> Void)?
+    @usableFromInline let onValue: ((Value) -> Void)?
+    @usableFromInline let completion: (Result<Value, any Error>, RetrySummary) -> Void
+
+    @inlinable
+    init(
+        operation: @escaping (RetryAttempt, AttemptCompletion<Value>) -> Void, observer: ((RetryEvent<Value>) -> Void)?,
+        onValue: ((Value) -> Void)?, completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
+    ) {
+        self.operation = operation
+        self.observer = observer
+        self.onValue = onValue
+        self.completion = completion
     }
 }
 
@@ -156,7 +194,9 @@ struct Leftovers {
 }
 
 /// A timer the runner has armed, known by its identity: a timer that fires after the state stopped holding it does
-/// nothing.
+/// nothing. The scheduler's handler captures this object alone; while the timer is pending it keeps the runner alive
+/// (a waiting retrier keeps itself alive), and the cycle ends when the runner takes the timer out of its state and
+/// cancels it, which every path that drops a timer does.
 final class PendingTimer: @unchecked Sendable {
     // @unchecked Sendable: `token` is set once, under the runner's lock while the state holds this timer, and read in
     // `cancel()` after the timer was taken out of the state under the same lock, which orders the two.
@@ -169,11 +209,18 @@ final class PendingTimer: @unchecked Sendable {
     }
 
     let purpose: Purpose
+    let runner: CallbackRunner
     /// The scheduler's handle; `nil` until it is armed. (A zero wait has no timer: it is a hop to the queue.)
     var token: (any RetryCancellable)?
 
-    init(_ purpose: Purpose) {
+    init(_ purpose: Purpose, of runner: CallbackRunner) {
         self.purpose = purpose
+        self.runner = runner
+    }
+
+    /// The scheduler's handler (on the runner's queue).
+    func fired() {
+        runner.timerFired(self)
     }
 
     /// Calls the timer off. Harmless after it fired and before it was armed.
