@@ -4,7 +4,7 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// A running retrying request of `URLSession`'s `dataTask(with:retryPolicy:queue:observer:completionHandler:)`: cancel
+/// A running retrying request of `URLSession`'s `dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)`: cancel
 /// it, ask whether it has finished, or await its outcome.
 ///
 /// ```swift

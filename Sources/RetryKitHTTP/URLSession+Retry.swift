@@ -5,7 +5,7 @@ import Foundation
     import FoundationNetworking
 #endif
 
-/// Retrying requests: ``dataTask(with:retryPolicy:queue:observer:completionHandler:)`` for completion-handler code and
+/// Retrying requests: ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)`` for completion-handler code and
 /// ``data(for:retryPolicy:isolation:observer:)`` for async code, both driven by an ``HTTPRetryPolicy``.
 ///
 /// Both require the `retryPolicy:` argument: a call that does not name it is always Foundation's own, which never
@@ -96,6 +96,8 @@ extension URLSession {
     ///     `dataTask(with:completionHandler:)` with a four-parameter closure does not compile instead of retrying.
     ///   - queue: The queue `observer` and `completionHandler` run on (the policy's decisions run there too). `nil`
     ///     (the default) gives the request a serial queue of its own.
+    ///   - isolation: The caller's actor, inherited (`#isolation`): on the main actor every closure runs on the main
+    ///     queue; from nonisolated code, on `queue`; another actor gets `RetryError` `.invalidConfiguration`.
     ///   - observer: Receives the retrier's `RetryEvent`s in order, on `queue`: attempts started, failed (with the
     ///     chosen delay or the reason for giving up) and succeeded, then `finished`. Failed attempts carry RetryKit's
     ///     own errors: an ``HTTPStatusError`` for a failing response, `RetryError` for a RetryKit timeout. `nil` by
@@ -167,7 +169,7 @@ extension URLSession {
     /// ```
     ///
     /// Attempts, decisions and limits are those of
-    /// ``dataTask(with:retryPolicy:queue:observer:completionHandler:)``; see there. The outcome:
+    /// ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)``; see there. The outcome:
     ///
     /// - **Returns** the first response that does not fail its attempt, or the **last response** when the retrier
     ///   gives up on a failing one (attempts exhausted, the policy stops, the total timeout or the budget refuses the
@@ -180,7 +182,7 @@ extension URLSession {
     /// `CancellationError` at once, without waiting for URLSession to report the cancelled data task. A per-attempt
     /// timeout cancels the attempt's data task.
     /// On Linux, the session should have no URL cache for that (see
-    /// ``dataTask(with:retryPolicy:queue:observer:completionHandler:)``).
+    /// ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)``).
     ///
     /// - Parameters:
     ///   - request: The request to send; every attempt sends it unchanged.

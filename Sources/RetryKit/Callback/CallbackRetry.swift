@@ -20,18 +20,29 @@ import Dispatch
 ///
 /// After a failed attempt the strategy decides: `.backoff(…)` waits the backoff's delay for that retry (x = 0 before
 /// the second attempt), `.retryAfter(d)` waits exactly `d`, `.stop` gives up. Each wait is a one-shot timer of the
-/// scheduler (a `DispatchSourceTimer` in production); a zero delay arms no timer and the next attempt starts at once.
+/// scheduler (a `DispatchSourceTimer` in production); a zero delay arms no timer: the next attempt starts in the next
+/// block on the queue.
 ///
-/// ## Queue
+/// ## Queue and isolation
 ///
 /// The operation, the strategy, the observer and the completion all run on `queue`; the operation may call its
-/// completion from any thread. Use a serial queue (such as `.main`) to get the observer's events in order: on a
-/// concurrent queue the guarantees below still hold, but callbacks may run concurrently and events may interleave.
-/// (With `VirtualScheduler` everything runs on the thread that advances it instead.)
+/// completion from any thread. They are not `@Sendable`: they stay in the caller's isolation (`isolation`, the
+/// caller's actor by default). Called on the main actor, they run on the main queue, the main actor's own, so they may
+/// capture a main-actor view model and a plain-class client and touch main-actor state; `queue` must then be `.main`
+/// (another queue finishes the retrier with ``RetryError`` `.invalidConfiguration`, on the main queue). Called from
+/// nonisolated code, they run on `queue`: code that shares state with them runs on `queue` too (start the retrier from
+/// a block on it). From another actor, use ``withRetry(maxAttempts:totalTimeout:attemptTimeout:budget:tolerance:isolation:operation:strategy:observer:)``
+/// or the async `retry`: the retrier finishes with ``RetryError`` `.invalidConfiguration`, delivered on that actor.
 ///
-/// A completion called after the operation returned hops to `queue` once, like a hand-written retry would. A completion
-/// called before the operation returns (a cached or invalid request failing at once) is handled as soon as the
-/// operation returns, without another hop; a long run of such attempts does not grow the stack.
+/// Use a serial queue (such as `.main`) to get the observer's events in order: on a concurrent queue the guarantees
+/// below still hold, but callbacks may run concurrently and events may interleave. (With `VirtualScheduler` everything
+/// runs on the thread that advances it instead.)
+///
+/// Every attempt, the first and each retry, also after a zero delay, starts in a block of its own on `queue`, never
+/// inside the previous attempt's completion: a run of failures never holds the queue, and work enqueued between two
+/// attempts (a `cancel()` among it) runs before the next one. A completion called after the operation returned hops to
+/// `queue` once, like a hand-written retry would; one called before the operation returns (a cached or invalid request
+/// failing at once) is handled when the operation returns, without a hop of its own.
 ///
 /// ## Guarantees
 ///
@@ -71,9 +82,11 @@ import Dispatch
 ///   - budget: A ``RetryBudget`` shared with other retriers that every retry pays into; when it refuses, the run
 ///     finishes with ``RetryError`` `.budgetExhausted` carrying the last error. A success refunds its retry. `nil` by
 ///     default.
-///   - queue: The queue the operation, strategy, observer and completion run on.
+///   - queue: The queue the operation, strategy, observer and completion run on: `.main` from the main actor.
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default; pass a
 ///     `VirtualScheduler` to test on virtual time.
+///   - isolation: The caller's actor, inherited (`#isolation`): on the main actor every closure runs on the main
+///     queue; from nonisolated code, on `queue`; another actor gets ``RetryError`` `.invalidConfiguration`.
 ///   - operation: One attempt. Call the completion once, from any thread.
 ///   - strategy: What to do after a failed attempt that has attempts left. `.backoff(.none)` (retry at once) by
 ///     default.
@@ -290,6 +303,8 @@ struct ActorConfined<T>: @unchecked Sendable {
 ///     default.
 ///   - queue: The queue the strategy, observer and completion run on (the operation runs in its own task).
 ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+///   - isolation: The caller's actor, inherited (`#isolation`): on the main actor every closure runs on the main
+///     queue; from nonisolated code, on `queue`; another actor gets ``RetryError`` `.invalidConfiguration`.
 ///   - operation: One attempt, run in a new `Task`.
 ///   - strategy: What to do after a failed attempt. `.backoff(.none)` by default.
 ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.

@@ -56,6 +56,8 @@ public struct RepeatingRetryPlan: Sendable {
     ///   - queue: The queue the operation, strategy, observer, `onValue` and `completion` run on.
     ///   - scheduler: Where time, hops and timers (including the pause) come from. ``RetryScheduler/dispatch`` by
     ///     default.
+    ///   - isolation: The caller's actor, inherited (`#isolation`): on the main actor every closure runs on the main
+    ///     queue; from nonisolated code, on `queue`; another actor gets ``RetryError`` `.invalidConfiguration`.
     ///   - operation: One attempt. Call the completion once, from any thread.
     ///   - observer: Receives the events of every trial on `queue`, in order, and one ``RetryEvent/finished(_:error:)``
     ///     at the end. `nil` by default.
@@ -96,6 +98,8 @@ public struct RepeatingRetryPlan: Sendable {
     /// - Parameters:
     ///   - queue: The queue the strategy, observer, `onValue` and `completion` run on.
     ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - isolation: The caller's actor, inherited (`#isolation`): on the main actor every closure runs on the main
+    ///     queue; from nonisolated code, on `queue`; another actor gets ``RetryError`` `.invalidConfiguration`.
     ///   - operation: One attempt, run in a new `Task`.
     ///   - observer: Receives the events on `queue`, in order. `nil` by default.
     ///   - onValue: Receives each success, on `queue`.

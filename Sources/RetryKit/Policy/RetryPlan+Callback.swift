@@ -32,6 +32,8 @@ extension RetryPlan {
     /// - Parameters:
     ///   - queue: The queue the operation, strategy, observer and completion run on.
     ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - isolation: The caller's actor, inherited (`#isolation`): on the main actor every closure runs on the main
+    ///     queue; from nonisolated code, on `queue`; another actor gets ``RetryError`` `.invalidConfiguration`.
     ///   - operation: One attempt. Call the completion once, from any thread.
     ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default. See ``RetryEvent/makeStream()``
     ///     for an `AsyncStream` of them.
@@ -64,6 +66,8 @@ extension RetryPlan {
     /// - Parameters:
     ///   - queue: The queue the strategy, observer and completion run on (the operation runs in its own task).
     ///   - scheduler: Where time, hops and timers come from. ``RetryScheduler/dispatch`` by default.
+    ///   - isolation: The caller's actor, inherited (`#isolation`): on the main actor every closure runs on the main
+    ///     queue; from nonisolated code, on `queue`; another actor gets ``RetryError`` `.invalidConfiguration`.
     ///   - operation: One attempt, run in a new `Task`.
     ///   - observer: Receives ``RetryEvent``s on `queue`, in order. `nil` by default.
     ///   - completion: The result and a ``RetrySummary``; runs exactly once, on `queue`.
