@@ -47,6 +47,8 @@ final class Timeline: Sendable {
                 outcome = "→ retry in \(Self.ms(delay))"
             case .giveUp(let reason):
                 outcome = "→ give up (\(reason))"
+            case .recover:
+                outcome = "→ recover, then retry"
             }
             print("  \(Self.pad("attempt \(attempt.number)", 11)) failed: \(describe(error)) \(outcome)")
         case .attemptSucceeded(let attempt, let value):

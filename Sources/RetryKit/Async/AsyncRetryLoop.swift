@@ -185,6 +185,8 @@ enum AsyncRetryStep {
         case .run(let attempt, _): self = .run(attempt.number)
         case .consultStrategy(let context, _): self = .consult(context)
         case .withdraw: self = .fail(AsyncRetry.inconsistency())  // carried out where decided (`decidePaying`)
+        // A run with a recovery runs on the completion-handler runner (`RecoveringRetryPlan`): never here.
+        case .recover, .acquire: self = .fail(AsyncRetry.inconsistency())
         case .retry(let delay, _, _): self = .wait(delay)
         case .finish: self = .fail(finalError() ?? AsyncRetry.inconsistency())
         case .awaitCondition: self = .awaitCondition

@@ -137,8 +137,8 @@ func runObservedRetry<Value: Sendable, C: Clock, M: AsyncRetryMachineHolder>(
                 }
             case .repeatAfter(_, let succeeded):
                 if let value { observer(.attemptSucceeded(succeeded, value)) }
-            case .withdraw, .awaitCondition, .none:
-                break  // a budget is paid where the machine decides
+            case .withdraw, .awaitCondition, .none, .recover, .acquire:
+                break  // a budget is paid where the machine decides; a recovery never runs here
             }
         })
 }

@@ -53,6 +53,8 @@ final class CallbackRunner: CallbackRetrier {
     let observes: Bool
     /// The condition that gates a run of trials, if any.
     let condition: RetryCondition?
+    /// The recovery that answers the failures it recognises, if any.
+    let recovery: RecoveryCore?
     private let state: Locked<CallbackRunnerState>
 
     init(
@@ -64,6 +66,7 @@ final class CallbackRunner: CallbackRetrier {
         self.origin = scheduler.now
         self.observes = user.observer != nil
         self.condition = condition
+        self.recovery = machine.configuration.recovery
         self.state = Locked(CallbackRunnerState(machine: machine, user: user))
     }
 
@@ -252,8 +255,13 @@ final class CallbackRunner: CallbackRetrier {
             case .run(let attempt, let timeout):
                 action = run(attempt, timeout: timeout, user)
             case .consultStrategy(let context, let error):
-                let decision = context.resolve(user.strategy(error))
+                let decision = context.decision(for: error, recovery: recovery, strategy: user.strategy)
                 action = input { s, now in s.machine.decide(decision, at: now) }
+            case .recover(let failed, let error):
+                user.observer?(.attemptFailed(failed, error: error, next: .recover))
+                action = acquire(afterFailure: true)
+            case .acquire:
+                action = acquire(afterFailure: false)
             case .withdraw(let budget, let afterTimeout):
                 let paid = budget.withdraw(afterTimeout: afterTimeout)
                 action = input { s, now in s.machine.budgetAnswered(paid, at: now) }
@@ -288,16 +296,16 @@ final class CallbackRunner: CallbackRetrier {
     /// operation returned, or `.none`.
     private func run(_ attempt: RetryAttempt, timeout: Duration?, _ user: CallbackUserClosures) -> Action {
         // The attempt may have ended since the action was decided (a cancel): then nothing of it happens.
-        let started: (id: AttemptID, duplicates: [RetryAttempt])? = state.withLock { s in
+        let started: (id: AttemptID, duplicates: [RetryAttempt], credential: (any Sendable)?)? = state.withLock { s in
             guard s.machine.currentAttempt == attempt.number, let id = s.currentAttempt else { return nil }
-            return (id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [])
+            return (id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [], s.machine.credential)
         }
-        guard let (id, duplicates) = started else { return .none }
+        guard let (id, duplicates, credential) = started else { return .none }
         if let observer = user.observer {
             for duplicate in duplicates { observer(.duplicateCompletion(duplicate)) }
             observer(.attemptStarted(attempt))
         }
-        let record = CallbackAttempt(runner: self, id: id)
+        let record = CallbackAttempt(runner: self, id: id, credential: credential)
         let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
         // Checked again, atomically with marking the operation as being called: the observer may have cancelled, and so
         // may any thread until here. Once this returns `true`, a cancel is a cancel during the attempt (its hook runs).
@@ -321,6 +329,41 @@ final class CallbackRunner: CallbackRetrier {
         }
         guard let early else { return .none }
         return input { s, now in s.feed(early, of: id, at: now) }
+    }
+
+    /// Carries out ``RetryStateMachine/Action/acquire``: asks the recovery for a credential. An answer that comes at once
+    /// is fed at once before an attempt that follows a wait or the start (this block is the attempt's own), and after a
+    /// hop after a failure (so that the retry, too, starts in a block of its own); a later one hops to the queue
+    /// (``recoveryAnswered(_:)``), and the wait is bounded by a timer for what is left of the total timeout. The
+    /// registration is kept in the state, so that an input that ends the wait (a cancel, the deadline) calls it off.
+    private func acquire(afterFailure: Bool) -> Action {
+        guard let (recovery, stale, timeout) = state.withLock({ $0.machine.recoveryRequest }) else { return .none }
+        let acquisition = recovery.acquire(newerThan: stale) { answer in self.recoveryAnswered(answer) }
+        switch acquisition {
+        case .answered(let answer):
+            if afterFailure {
+                recoveryAnswered(answer)
+                return .none
+            }
+            return input { s, now in s.machine.recoveryAnswered(answer, at: now) }
+        case .waiting(let ticket):
+            let waiting: Bool = state.withLock { s in
+                guard s.machine.isAcquiring else { return false }
+                s.recoveryWait = (recovery, ticket)
+                return true
+            }
+            guard waiting else {
+                recovery.stopWaiting(ticket)
+                return .none
+            }
+            if let timeout { wait(timeout) }
+            return .none
+        }
+    }
+
+    /// The recovery answered a wait (any thread): fed to the machine on the queue.
+    private func recoveryAnswered(_ answer: RecoveryAnswer) {
+        hop { self.perform(self.input { s, now in s.machine.recoveryAnswered(answer, at: now) }) }
     }
 
     /// Waits `delay` before the machine's next step: a timer of the scheduler, or a hop to the queue for zero (which

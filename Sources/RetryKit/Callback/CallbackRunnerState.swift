@@ -141,6 +141,8 @@ struct CallbackRunnerState {
     var waiters: [@Sendable (Result<any Sendable, any Error>) -> Void] = []
     /// A gated run's registration with its condition, until the run finishes.
     var observation: RetryConditionObservation?
+    /// The registration with the recovery while the machine waits for its answer (``RetryStateMachine/isAcquiring``).
+    var recoveryWait: (recovery: RecoveryCore, ticket: RecoveryTicket)?
 
     init(machine: RetryStateMachine, user: CallbackUserClosures) {
         self.machine = machine
@@ -177,19 +179,23 @@ struct CallbackRunnerState {
         var leftovers = Leftovers()
         if let hook, hook.id != currentAttempt { leftovers.hook = self.hook.take()?.run }
         if let timer, !wants(timer) { leftovers.timer = self.timer.take() }
+        if recoveryWait != nil, !machine.isAcquiring { leftovers.recoveryWait = recoveryWait.take() }
         return leftovers
     }
 }
 
-/// What an input took out of the state: a cancel hook to run (its attempt was abandoned) and a timer to cancel.
+/// What an input took out of the state: a cancel hook to run (its attempt was abandoned), a timer to cancel and a
+/// wait for the recovery to call off.
 struct Leftovers {
     var hook: (@Sendable () -> Void)?
     var timer: PendingTimer?
+    var recoveryWait: (recovery: RecoveryCore, ticket: RecoveryTicket)?
 
-    /// Runs the hook and cancels the timer: after unlocking.
+    /// Runs the hook, cancels the timer and calls off the wait: after unlocking.
     consuming func discard() {
         hook?()
         timer?.cancel()
+        if let (recovery, ticket) = recoveryWait { recovery.stopWaiting(ticket) }
     }
 }
 
@@ -248,12 +254,15 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
 
     let runner: CallbackRunner
     let id: AttemptID
+    /// The credential the attempt runs with (a run with a recovery); `nil` otherwise.
+    let credential: (any Sendable)?
     /// Under the runner's lock.
     var calls = Calls.none
 
-    init(runner: CallbackRunner, id: AttemptID) {
+    init(runner: CallbackRunner, id: AttemptID, credential: (any Sendable)?) {
         self.runner = runner
         self.id = id
+        self.credential = credential
     }
 
     deinit {

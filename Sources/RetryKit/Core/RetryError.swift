@@ -46,6 +46,13 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
         case budgetExhausted
         /// The condition gating the retrier ended while it was false.
         case conditionEnded
+        /// The shared ``RetryRecovery`` failed: its refresh ended with an error (the `RetryError`'s
+        /// ``RetryError/lastError``), so every retrier that waited for it gives up with that error.
+        case recoveryFailed
+        /// The shared ``RetryRecovery`` refused to refresh again: its ``RecoveryWindow`` already allows no more refreshes
+        /// in its interval (a credential that fails at once after every refresh would otherwise refresh in a loop). The
+        /// `RetryError`'s ``RetryError/lastError`` is the attempt's error that asked for the refresh.
+        case recoveryLimitExceeded
         /// One attempt did not complete within the per-attempt timeout. Delivered to the strategy like any failure.
         case attemptTimedOut
         /// The operation called its completion with neither a value nor an error. Delivered to the strategy like any
@@ -76,6 +83,8 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
             case .invalidConfiguration(let message): return "the retry configuration is invalid: \(message)"
             case .budgetExhausted: return "the shared retry budget refused another retry"
             case .conditionEnded: return "the retry condition ended while it was false"
+            case .recoveryFailed: return "the shared recovery failed to refresh the credential"
+            case .recoveryLimitExceeded: return "the shared recovery refreshed too often within its window"
             case .attemptTimedOut: return "an attempt did not complete within the per-attempt timeout"
             case .missingResult: return "the operation completed with neither a value nor an error"
             case .completionReleased: return "the operation released its completion handler without calling it"
@@ -94,6 +103,8 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
             case .invalidConfiguration: return "invalidConfiguration"
             case .budgetExhausted: return "budgetExhausted"
             case .conditionEnded: return "conditionEnded"
+            case .recoveryFailed: return "recoveryFailed"
+            case .recoveryLimitExceeded: return "recoveryLimitExceeded"
             case .attemptTimedOut: return "attemptTimedOut"
             case .missingResult: return "missingResult"
             case .completionReleased: return "completionReleased"
@@ -127,6 +138,8 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
             case .attemptTimedOut: return 8
             case .missingResult: return 9
             case .completionReleased: return 10
+            case .recoveryFailed: return 11
+            case .recoveryLimitExceeded: return 12
             }
         }
     }
@@ -168,6 +181,8 @@ public struct RetryError: Error, Sendable, CustomStringConvertible, LocalizedErr
         case .attemptTimedOut: what = "attempt timed out"
         case .budgetExhausted: what = "retry budget exhausted"
         case .conditionEnded: what = "retry condition ended while false"
+        case .recoveryFailed: what = "recovery failed"
+        case .recoveryLimitExceeded: what = "recovery refreshed too often"
         case .missingResult: what = "the operation completed with neither a value nor an error"
         case .completionReleased: what = "the operation released its completion handler without calling it"
         }

@@ -33,12 +33,24 @@ public struct RetrySummary: Sendable, Hashable {
     public let attempts: Int
     /// Time from the start of the retrier to its end, on the runner's clock or scheduler.
     public let elapsed: Duration
+    /// How many times the retrier waited for its shared ``RetryRecovery`` after a failure it recognises
+    /// (``RetryNextStep/recover``); 0 without a recovery.
+    public let recoveries: Int
+    /// How long the retrier waited for its ``RetryRecovery`` in total: for a refresh after a failure, and for a
+    /// credential before an attempt (one that another retrier's refresh was replacing, or one that needed a refresh
+    /// before use). Zero without a recovery, and when every credential was ready at once.
+    public let recoveryWait: Duration
 
     /// Creates a summary; runners create these.
-    public init(reason: RetryError.Reason, attempts: Int, elapsed: Duration) {
+    public init(
+        reason: RetryError.Reason, attempts: Int, elapsed: Duration, recoveries: Int = 0,
+        recoveryWait: Duration = .zero
+    ) {
         self.reason = reason
         self.attempts = attempts
         self.elapsed = elapsed
+        self.recoveries = recoveries
+        self.recoveryWait = recoveryWait
     }
 }
 
@@ -48,6 +60,9 @@ public enum RetryNextStep: Sendable, Hashable {
     case retry(after: Duration)
     /// Give up: the retrier finishes for this reason.
     case giveUp(RetryError.Reason)
+    /// Wait for the shared ``RetryRecovery`` (the failure is one it recognises, such as an expired credential), then
+    /// retry at once with the credential it gives: a refresh, or a newer credential already there.
+    case recover
 }
 
 /// An event of a running retrier, delivered in order to observers.

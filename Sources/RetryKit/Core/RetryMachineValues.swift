@@ -16,6 +16,9 @@ package struct RetryConfiguration: Sendable {
     /// Whether a failure is a timeout of the operation's own (a transport's timeout, say), charged to the budget like
     /// RetryKit's attempt timeout; `nil` when only RetryKit's attempt timeout counts.
     package var isTimeout: (@Sendable (any Error) -> Bool)?
+    /// A recovery shared with other retriers (``RetryRecovery``): every attempt runs with the credential it gives, and a
+    /// failure it recognises waits for it (a refresh) instead of backing off. `nil` for none.
+    package var recovery: RecoveryCore?
     /// What is wrong with where a completion-handler retrier was started from (``callbackPlacement(queue:isolation:)``),
     /// if anything: the retrier then finishes with ``RetryError/Reason-swift.enum/invalidConfiguration(_:)``, like any
     /// other invalid configuration. `nil` for every async retrier.
@@ -87,12 +90,24 @@ package struct RetryDecisionContext: Sendable {
     package func resolve<C>(_ strategy: RetryStrategy<C>) -> RetryDecision where C.Duration == Duration {
         strategy.resolved(in: self).decision  // never a wait on the clock of its own for a `Swift.Duration` clock
     }
+
+    /// The decision about `error` for a retrier with `recovery`: ``RetryDecision/recover`` when the recovery
+    /// recognises the failure (``RecoveryCore/recognises(_:)``), otherwise the strategy's answer, resolved. Both are user
+    /// code: runners call this without holding a lock.
+    package func decision<C>(
+        for error: any Error, recovery: RecoveryCore?, strategy: (any Error) -> RetryStrategy<C>
+    ) -> RetryDecision where C.Duration == Duration {
+        if let recovery, recovery.recognises(error) { return .recover }
+        return resolve(strategy(error))
+    }
 }
 
 /// A resolved strategy answer.
 @usableFromInline
 package enum RetryDecision: Sendable, Hashable {
     case stop(RetryStopReason)
+    /// The configuration's recovery recognises the failure: wait for it, then retry at once with its credential.
+    case recover
     /// Retry after a delay the backoff computed; the next decorrelated delay grows from it.
     case retry(after: Duration)
     /// Retry after a delay a hint gave (``RetryStrategy/retryAfter(_:)``); the backoff chain's previous delay stays.

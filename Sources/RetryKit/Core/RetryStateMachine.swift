@@ -54,6 +54,13 @@ package struct RetryStateMachine: Sendable {
         /// (the trial's attempt that was running or whose failure was being decided); then report
         /// ``interrupted(at:)``.
         case interrupt(RetryAttempt?)
+        /// Emit `attemptFailed(failed, error: error, next: .recover)`, then carry out ``acquire``: the failure is one the
+        /// configuration's ``RetryConfiguration/recovery`` recognises.
+        case recover(failed: RetryAttempt, error: any Error)
+        /// Ask the recovery for a credential (``recoveryRequest``: newer than the one that failed, if one did), waiting at
+        /// most the request's timeout (then report ``waitElapsed(at:)``); report its answer, whenever it comes, with
+        /// ``recoveryAnswered(_:at:)``. A wait the machine no longer wants (``isAcquiring`` is `false`) is called off.
+        case acquire
         /// A success of a repeating run: emit `attemptSucceeded` for `succeeded`, hand its value over, wait `delay`
         /// (measured from the success) and report ``waitElapsed(at:)``; the next trial then starts afresh. With a
         /// budget, the success's refund is deposited first (``budgetRefund``).
@@ -92,6 +99,9 @@ package struct RetryStateMachine: Sendable {
         /// A retry after `delay` waits for the budget's answer (the failed attempt's error is ``lastError``).
         case paying(RetryAttempt, delay: Duration)
         case waiting(nextAttempt: Int)
+        /// Attempt `nextAttempt` waits for a credential from the recovery (``Action/acquire``), asked for at `since`: after
+        /// a failure the recovery recognises, or before any attempt of a retrier with a recovery.
+        case acquiring(nextAttempt: Int, since: Duration)
         /// A gated run waits for its condition to open; no trial runs.
         case awaitingCondition
         /// The condition closed during a trial: waiting for the runner to report ``interrupted(at:)``.
@@ -132,6 +142,27 @@ package struct RetryStateMachine: Sendable {
         case state(TrialState)
     }
 
+    /// What a retrier with a recovery (``RetryConfiguration/recovery``) knows about it: which credential the current
+    /// attempt runs with, which one failed, and what the summary reports.
+    private struct RecoveryState: Sendable {
+        /// The credential the recovery gave for the current attempt, and its generation.
+        var credential: (any Sendable)?
+        var generation: UInt64?
+        /// While acquiring after a failure: the generation of the credential that failed (the recovery gives a newer
+        /// one, refreshing it if none is newer); `nil` before an attempt that follows no recognised failure.
+        var stale: UInt64?
+        /// The summary's ``RetrySummary/recoveries`` and ``RetrySummary/recoveryWait``.
+        var recoveries = 0
+        var waited = Duration.zero
+        /// The error the recovery failed with, once it has.
+        var failure: (any Error)?
+    }
+
+    /// ``RecoveryState`` out of line: one word in a machine without a recovery. Replaced, never mutated in place.
+    private indirect enum RecoveryBox: Sendable {
+        case state(RecoveryState)
+    }
+
     /// How the retrier ended, compactly: ``termination`` rebuilds the rest from the machine's fields (the last error,
     /// the attempts run), so that a finished machine is barely larger than a running one.
     private struct Ending: Sendable {
@@ -153,6 +184,7 @@ package struct RetryStateMachine: Sendable {
         /// reason would make every machine (and every waiting retrier) some 30 bytes larger.
         enum Reason: Sendable {
             case succeeded, exhausted, deadlineExceeded, cancelled, budgetExhausted, conditionEnded
+            case recoveryFailed, recoveryLimitExceeded
             indirect case stopped(RetryStopReason)
             /// An invalid configuration, with the problem (the error's message).
             indirect case invalid(String)
@@ -167,6 +199,8 @@ package struct RetryStateMachine: Sendable {
                 case .cancelled: self = .cancelled
                 case .budgetExhausted: self = .budgetExhausted
                 case .conditionEnded: self = .conditionEnded
+                case .recoveryFailed: self = .recoveryFailed
+                case .recoveryLimitExceeded: self = .recoveryLimitExceeded
                 case .stopped(let stop): self = .stopped(stop)
                 case .invalidConfiguration(let problem): self = .invalid(problem)
                 default: self = .other(reason)
@@ -182,6 +216,8 @@ package struct RetryStateMachine: Sendable {
                 case .cancelled: return .cancelled
                 case .budgetExhausted: return .budgetExhausted
                 case .conditionEnded: return .conditionEnded
+                case .recoveryFailed: return .recoveryFailed
+                case .recoveryLimitExceeded: return .recoveryLimitExceeded
                 case .stopped(let stop): return .stopped(stop)
                 case .invalid: return .invalidConfiguration
                 case .other(let reason): return reason
@@ -209,6 +245,8 @@ package struct RetryStateMachine: Sendable {
     private var duplicateBox: DuplicateBox?
     /// A run of trials' state; `nil` for a plain retrier.
     private var trialBox: TrialBox?
+    /// What the retrier knows about its recovery; `nil` until it first asks (always, without a recovery).
+    private var recoveryBox: RecoveryBox?
 
     /// A machine for `configuration`, its timeouts bounded (see ``RetryConfiguration/bounded``).
     @usableFromInline
@@ -278,9 +316,11 @@ package struct RetryStateMachine: Sendable {
     package func termination(withAttempts: Bool) -> RetryTermination? {
         guard case .finished(let ending) = state else { return nil }
         let now = ending.at
+        let recovery = recoveryState
         let summary = RetrySummary(
-            reason: ending.reason.summaryReason, attempts: totalAttempts, elapsed: isPlain ? now : now + trialBox.origin
-        )
+            reason: ending.reason.summaryReason, attempts: totalAttempts,
+            elapsed: isPlain ? now : now + trialBox.origin,
+            recoveries: recovery?.recoveries ?? 0, recoveryWait: recovery?.waited ?? .zero)
         guard withAttempts else {
             return RetryTermination(
                 summary: summary, error: error(of: ending), failedAttempt: nil, succeededAttempt: nil)
@@ -319,6 +359,12 @@ package struct RetryStateMachine: Sendable {
             return RetryError(.budgetExhausted, lastError: lastError, attempts: attemptsRun, elapsed: ending.at)
         case .invalid(let problem): return RetryError(.invalidConfiguration(problem))
         case .conditionEnded: return RetryError(.conditionEnded, lastError: lastError, attempts: totalAttempts)
+        case .recoveryFailed:
+            return RetryError(
+                .recoveryFailed, lastError: recoveryState?.failure ?? lastError, attempts: attemptsRun,
+                elapsed: ending.at)
+        case .recoveryLimitExceeded:
+            return RetryError(.recoveryLimitExceeded, lastError: lastError, attempts: attemptsRun, elapsed: ending.at)
         case .exhausted, .stopped, .other: return lastError  // the last attempt's own error
         }
     }
@@ -335,6 +381,7 @@ package struct RetryStateMachine: Sendable {
     package var isWaiting: Bool {
         switch state {
         case .waiting, .pausing: return true
+        case .acquiring: return configuration.totalTimeout != nil  // the wait for the recovery ends at the deadline
         default: return false
         }
     }
@@ -353,7 +400,7 @@ package struct RetryStateMachine: Sendable {
         if let problem = configuration.problem {
             return finish(.invalidConfiguration(problem), at: now)
         }
-        guard trialBox != nil else { return run(1, at: now) }
+        guard trialBox != nil else { return begin(1, at: now) }
         return nextTrial(at: now)
     }
 
@@ -406,6 +453,8 @@ package struct RetryStateMachine: Sendable {
         switch decision {
         case .stop(let reason):
             return finish(.stopped(reason), at: now, last: .failed, of: attempt)
+        case .recover:
+            return recover(attempt, error: error, at: now)
         case .retry(let requested), .retryAfterHint(let requested):
             // Resolved decisions are in range already; one made up by a caller of this package API is clamped too.
             let delay = DelayMath.clamp(requested)
@@ -452,18 +501,26 @@ package struct RetryStateMachine: Sendable {
             guard case .succeeded = ending.reason else { return nil }
         case .pausing:
             break
-        case .idle, .attempting, .deciding, .paying, .waiting, .awaitingCondition, .interrupting:
+        case .idle, .attempting, .deciding, .paying, .waiting, .acquiring, .awaitingCondition, .interrupting:
             return nil
         }
         return (budget, budgetPaid ?? budget.successRefund)
     }
 
-    /// The wait chosen by ``decide(_:at:)``, or the pause of ``Action/repeatAfter(_:succeeded:)``, is over.
+    /// The wait chosen by ``decide(_:at:)``, or the pause of ``Action/repeatAfter(_:succeeded:)``, is over; or, waiting
+    /// for the recovery (``Action/acquire``), the total deadline has come: the retrier gives up with
+    /// ``RetryError/Reason-swift.enum/deadlineExceeded`` (its ``RetryError/lastError`` is the failure that asked for
+    /// the recovery, if one did).
     @usableFromInline
     package mutating func waitElapsed(at now: Duration) -> Action {
         switch state {
-        case .waiting(let next): return run(next, at: local(now))
+        case .waiting(let next): return begin(next, at: local(now))
         case .pausing: return nextTrial(at: now)
+        case .acquiring:
+            let now = local(now)
+            guard let deadline = configuration.totalTimeout, now >= deadline else { return .none }
+            stopAcquiring(at: now)
+            return finish(.deadlineExceeded, at: now)
         default: return .none
         }
     }
@@ -472,7 +529,105 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func cancel(at now: Duration) -> Action {
         if isFinished { return .none }
+        stopAcquiring(at: local(now))
         return finish(.cancelled, at: local(now))
+    }
+
+    // MARK: - Recovery
+
+    /// The recovery's answer to ``Action/acquire`` (``RecoveryCore/acquire(newerThan:waiter:)``), whenever it comes.
+    ///
+    /// A credential: the next attempt runs with it at once (the time waited counts in the summary). A failed refresh:
+    /// the retrier gives up with ``RetryError/Reason-swift.enum/recoveryFailed`` and the recovery's error. A refresh the
+    /// recovery's window refused: ``RetryError/Reason-swift.enum/recoveryLimitExceeded``. An answer the machine is not
+    /// waiting for (after a cancel or the deadline) returns ``Action/none``.
+    package mutating func recoveryAnswered(_ answer: RecoveryAnswer, at now: Duration) -> Action {
+        guard case .acquiring(let next, _) = state else { return .none }
+        let now = local(now)
+        stopAcquiring(at: now)
+        var recovery = recoveryState ?? RecoveryState()
+        defer { recoveryState = recovery }
+        switch answer {
+        case .ready(let credential, let generation):
+            recovery.credential = credential
+            recovery.generation = generation
+            recovery.stale = nil
+            return run(next, at: now)
+        case .failed(let error):
+            recovery.failure = error
+            return finish(.recoveryFailed, at: now)
+        case .limitExceeded:
+            return finish(.recoveryLimitExceeded, at: now)
+        }
+    }
+
+    /// What ``Action/acquire`` asks of the recovery: a credential newer than the generation that failed (any credential
+    /// when none did), within `timeout` (what is left of the total timeout; `nil` for no limit). `nil` unless the
+    /// machine is acquiring.
+    package var recoveryRequest: (recovery: RecoveryCore, newerThan: UInt64?, timeout: Duration?)? {
+        guard case .acquiring(_, let since) = state, let recovery = configuration.recovery else { return nil }
+        var timeout: Duration?
+        if let deadline = configuration.totalTimeout { timeout = Swift.max(deadline - since, .zero) }
+        return (recovery, recoveryState?.stale, timeout)
+    }
+
+    /// Whether the machine waits for the recovery's answer: the only time a runner's registration with the recovery is
+    /// wanted.
+    package var isAcquiring: Bool {
+        if case .acquiring = state { return true }
+        return false
+    }
+
+    /// The credential the recovery gave for the current attempt (the operation runs with it); `nil` without a recovery.
+    package var credential: (any Sendable)? {
+        recoveryState?.credential
+    }
+
+    /// The recovery's part of the machine, read and replaced as a whole.
+    private var recoveryState: RecoveryState? {
+        get {
+            guard case .state(let state)? = recoveryBox else { return nil }
+            return state
+        }
+        set { recoveryBox = newValue.map(RecoveryBox.state) }
+    }
+
+    /// Counts the wait for the recovery, if the machine is acquiring, in the summary's ``RetrySummary/recoveryWait``:
+    /// the wait ends at `now` (local time), however it ends.
+    private mutating func stopAcquiring(at now: Duration) {
+        guard case .acquiring(_, let since) = state else { return }
+        var recovery = recoveryState ?? RecoveryState()
+        recovery.waited += Swift.max(now - since, .zero)
+        recoveryState = recovery
+    }
+
+    /// Before attempt `number`, with a recovery: ask it for a credential, unless the deadline has passed.
+    @inline(never)
+    private mutating func acquire(_ number: Int, at now: Duration) -> Action {
+        if let deadline = configuration.totalTimeout, now >= deadline {
+            return finish(.deadlineExceeded, at: now)
+        }
+        state = .acquiring(nextAttempt: number, since: now)
+        return .acquire
+    }
+
+    /// The failure of `attempt` is one the recovery recognises: ask it for a newer credential than the one that failed,
+    /// then retry at once (the strategy's delays and the budget are for failures that a recovery does not answer).
+    @inline(never)
+    private mutating func recover(_ attempt: RetryAttempt, error: any Error, at now: Duration) -> Action {
+        guard configuration.recovery != nil else {
+            // Only a caller of this package API can decide `.recover` without a recovery: nothing to wait for.
+            return finish(.stopped(.unspecified), at: now, last: .failed, of: attempt)
+        }
+        if let deadline = configuration.totalTimeout, now >= deadline {
+            return finish(.deadlineExceeded, at: now, last: .failed, of: attempt)
+        }
+        var recovery = recoveryState ?? RecoveryState()
+        recovery.stale = recovery.generation
+        recovery.recoveries += 1
+        recoveryState = recovery
+        state = .acquiring(nextAttempt: attempt.number + 1, since: now)
+        return .recover(failed: attempt, error: error)
     }
 
     // MARK: - Trials
@@ -514,10 +669,12 @@ package struct RetryStateMachine: Sendable {
             .paying(let attempt, _) where !open:
             state = .interrupting
             return .interrupt(attempt)
-        case .waiting where !open:
+        case .waiting where !open, .acquiring where !open:
+            stopAcquiring(at: local(now))
             state = .interrupting
             return .interrupt(nil)
-        case .idle, .attempting, .deciding, .paying, .waiting, .awaitingCondition, .interrupting, .pausing, .finished:
+        case .idle, .attempting, .deciding, .paying, .waiting, .acquiring, .awaitingCondition, .interrupting, .pausing,
+            .finished:
             return .none
         }
     }
@@ -558,7 +715,7 @@ package struct RetryStateMachine: Sendable {
         attemptsRun = 0
         previousDelay = nil
         budgetPaid = nil
-        return run(1, at: .zero)
+        return begin(1, at: .zero)
     }
 
     // MARK: - Duplicate completions
@@ -599,6 +756,13 @@ package struct RetryStateMachine: Sendable {
     }
 
     // MARK: - Transitions
+
+    /// Attempt `number` is next: it runs, or, with a recovery, it first asks the recovery for a credential.
+    @inline(__always)
+    private mutating func begin(_ number: Int, at now: Duration) -> Action {
+        if configuration.recovery == nil { return run(number, at: now) }
+        return acquire(number, at: now)
+    }
 
     @inline(__always)
     private mutating func run(_ number: Int, at now: Duration) -> Action {

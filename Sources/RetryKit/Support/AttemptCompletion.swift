@@ -85,6 +85,10 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
 
     /// Whether the attempt has been abandoned (cancelled or timed out).
     public var isCancelled: Bool { sink.isAbandoned(attempt) }
+
+    /// The credential the attempt runs with, in a run with a recovery (``RecoveringRetryPlan``); `nil` otherwise.
+    @usableFromInline
+    package var credential: (any Sendable)? { sink.credential }
 }
 
 /// What an ``AttemptCompletion`` reports to: the runner of the attempt, or a record of that one attempt.
@@ -101,6 +105,14 @@ package protocol AttemptSink: AnyObject, Sendable {
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt)
     /// ``AttemptCompletion/isCancelled``.
     func isAbandoned(_ attempt: RetryAttempt) -> Bool
+    /// The credential the attempt runs with, in a run with a recovery; `nil` otherwise.
+    var credential: (any Sendable)? { get }
+}
+
+extension AttemptSink {
+    /// No credential: a sink outside a run with a recovery.
+    @usableFromInline
+    package var credential: (any Sendable)? { nil }
 }
 
 /// The life of one attempt's completion: called or not, abandoned or not, and the cancel hook to run if it is

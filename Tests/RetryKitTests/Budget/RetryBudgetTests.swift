@@ -94,7 +94,7 @@ struct RetryBudgetStateMachineTests {
                 action = machine.waitElapsed(at: .zero)
             case .finish:
                 return (machine.termination, retries)
-            case .none, .awaitCondition, .interrupt, .repeatAfter:
+            case .none, .awaitCondition, .interrupt, .repeatAfter, .recover, .acquire:
                 Issue.record("not an action of a plain retrier: \(action)")
                 return (nil, retries)
             }

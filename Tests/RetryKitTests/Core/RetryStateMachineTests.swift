@@ -52,6 +52,8 @@ func describe(_ event: RetryEvent<Int>) -> String {
         return "failed \(attempt.number) \(text(error)) retry after \(delay)"
     case .attemptFailed(let attempt, let error, .giveUp(let reason)):
         return "failed \(attempt.number) \(text(error)) give up \(reason)"
+    case .attemptFailed(let attempt, let error, .recover):
+        return "failed \(attempt.number) \(text(error)) recover"
     case .attemptSucceeded(let attempt, let value):
         return "succeeded \(attempt.number) \(value)"
     case .finished(let summary, let error):
@@ -130,7 +132,7 @@ func drive(
         case .none:
             Issue.record("the machine answered .none to an event that fits its state")
             return run
-        case .awaitCondition, .interrupt, .repeatAfter:
+        case .awaitCondition, .interrupt, .repeatAfter, .recover, .acquire:
             Issue.record("not an action of a plain retrier: \(action)")
             return run
         }

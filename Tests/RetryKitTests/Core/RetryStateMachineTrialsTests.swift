@@ -342,7 +342,7 @@ struct RetryStateMachineTrialsTests {
                 running = attempt.number
             case .interrupt:
                 running = nil
-            case .repeatAfter, .retry, .consultStrategy, .withdraw:
+            case .repeatAfter, .retry, .consultStrategy, .withdraw, .recover, .acquire:
                 running = nil
             case .finish:
                 finishes += 1

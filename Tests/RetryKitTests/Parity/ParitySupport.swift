@@ -292,6 +292,7 @@ enum ParityEntry: Hashable, Sendable, CustomStringConvertible {
             switch next {
             case .retry(let delay): step = "retry after \(delay)"
             case .giveUp(let reason): step = "give up (\(reason))"
+            case .recover: step = "recover"
             }
             return "failed \(at(attempt)) with \(error), \(step)"
         case .succeeded(let attempt, let value):

@@ -21,7 +21,7 @@ func policyDelays(_ policy: RetryPlan, count: Int, error: any Error = CBError(co
             previous = delay
             return delay
         case .retryAfterHint(let delay): return delay  // a hint is not the backoff chain's previous delay
-        case .stop: return nil
+        case .stop, .recover: return nil
         }
     }
 }

@@ -113,8 +113,8 @@ private func runMachine(_ testCase: RetrierCase) -> [String] {
                 context.resolve(testCase.strategy.answer(afterAttempt: number, on: ContinuousClock.self)), at: now)
         case .withdraw:
             return found + ["a withdrawal without a budget"]
-        case .awaitCondition, .interrupt, .repeatAfter:
-            return found + ["a trial's action in a plain retrier"]
+        case .awaitCondition, .interrupt, .repeatAfter, .recover, .acquire:
+            return found + ["a trial's or a recovery's action in a plain retrier"]
         case .retry(let delay, let failed, _):
             found += testCase.strategy.problems(with: delay, context: "after attempt \(failed.number)")
             now += delay

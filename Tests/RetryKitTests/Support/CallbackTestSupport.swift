@@ -41,6 +41,7 @@ func cbDescribe<Value>(_ event: RetryEvent<Value>) -> String {
         switch next {
         case .retry(let delay): return "fail \(attempt.number) \(error) retry \(delay)"
         case .giveUp(let reason): return "fail \(attempt.number) \(error) giveUp \(reason)"
+        case .recover: return "fail \(attempt.number) \(error) recover"
         }
     case .attemptSucceeded(let attempt, let value):
         return "ok \(attempt.number) \(value)"
