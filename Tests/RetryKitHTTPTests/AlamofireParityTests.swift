@@ -188,7 +188,7 @@ private func alamofireRetries(method: String, status: Int?, code: URLError.Code?
                 action = machine.attemptFailed(attempt.number, error: failure, at: clock)
             case .consultStrategy(let context, let error):
                 action = machine.decide(context.resolve(strategy(error)), at: clock)
-            case .withdraw, .awaitCondition, .interrupt, .repeatAfter:
+            case .withdraw, .awaitCondition, .interrupt, .repeatAfter, .recover, .acquire:
                 Issue.record("not an action of this retrier: \(action)")
                 break loop
             case .retry(let delay, _, _):
