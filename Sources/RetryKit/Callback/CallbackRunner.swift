@@ -80,15 +80,30 @@ final class CallbackRunner: CallbackRetrier {
         scheduler.execute(on: queue, work)
     }
 
-    /// Feeds an input to the machine under the lock; runs or cancels what it made unwanted after unlocking.
-    private func input(_ feed: (inout CallbackRunnerState, Duration) -> Action) -> Action {
+    /// Feeds an input to the machine under the lock; runs or cancels what it made unwanted after unlocking. When the
+    /// machine starts an attempt, the duplicate completions to report before it are taken in the same lock.
+    private func input(_ feed: (inout CallbackRunnerState, Duration) -> Action) -> Fed {
         let now = self.now
-        let (action, leftovers) = state.withLock { s in
-            let action = feed(&s, now)
-            return (action, s.takeUnwanted())
+        let (fed, leftovers) = state.withLock { s in
+            let fed = s.fed(feed(&s, now))
+            return (fed, s.takeUnwanted())
         }
         leftovers.discard()
-        return action
+        return fed
+    }
+
+    /// Feeds an input (on the queue) and carries out what follows. The user's closures are read in the same lock: the
+    /// retrier may finish meanwhile (a cancel from another thread), but they are released on the queue all the same,
+    /// when this returns.
+    private func perform(_ feed: (inout CallbackRunnerState, Duration) -> Action) {
+        let now = self.now
+        let (fed, user, leftovers) = state.withLock { s in
+            let fed = s.fed(feed(&s, now))
+            return (fed, s.user, s.takeUnwanted())
+        }
+        leftovers.discard()
+        guard let user else { return }  // the completion has run: nothing is left to do
+        carryOut(fed, user)
     }
 
     // MARK: - Inputs
@@ -100,21 +115,21 @@ final class CallbackRunner: CallbackRetrier {
         if let condition {
             (snapshot, observation) = condition.observe { snapshot in self.conditionChanged(snapshot) }
         }
-        let action = input { s, now in
+        var unused = observation
+        perform { s, now in
             guard !s.machine.isFinished else { return .none }  // cancelled before it began
-            s.observation = observation.take()
+            s.observation = unused.take()
             if let snapshot { return s.machine.start(at: now, condition: snapshot) }
             return s.machine.start(at: now)
         }
-        observation?.cancel()  // not taken: the run had finished
-        perform(action)
+        unused?.cancel()  // not taken: the run had finished
     }
 
     /// ``RetryHandle/cancel()``: decided on the calling thread (the hook of an attempt in flight runs here, a pending
     /// timer is cancelled here); the completion is delivered on the queue.
     func cancel() {
-        let action = input { s, now in s.machine.cancel(at: now) }
-        if case .finish = action { hop { self.perform(action) } }
+        let fed = input { s, now in s.machine.cancel(at: now) }
+        if case .finish = fed.action { hop { self.perform { _, _ in .finish } } }
     }
 
     var isFinished: Bool {
@@ -132,21 +147,20 @@ final class CallbackRunner: CallbackRetrier {
 
     /// A gated run's condition changed (any thread): decided here, carried out on the queue.
     func conditionChanged(_ snapshot: RetryConditionSnapshot) {
-        let action = input { s, now in s.machine.conditionChanged(snapshot, at: now) }
-        if case .none = action { return }
-        hop { self.perform(action) }
+        let fed = input { s, now in s.machine.conditionChanged(snapshot, at: now) }
+        if case .none = fed.action { return }
+        hop { self.carryOutOnQueue(fed) }
     }
 
     /// A timer fired (on the queue).
     func timerFired(_ timer: PendingTimer) {
-        let action = input { s, now in
+        perform { s, now in
             guard s.timer === timer else { return .none }  // no longer wanted: cancelled meanwhile
             switch timer.purpose {
             case .wait: return s.machine.waitElapsed(at: now)
             case .timeout(let id): return s.machine.attemptTimedOut(id.number, at: now)
             }
         }
-        perform(action)
     }
 
     /// The completion of `record`'s attempt was called (any thread).
@@ -169,7 +183,7 @@ final class CallbackRunner: CallbackRetrier {
         switch route {
         case .hop:
             guard let result else { return }
-            hop { self.perform(self.input { s, now in s.feed(result, of: record.id, at: now) }) }
+            hop { self.perform { s, now in s.feed(result, of: record.id, at: now) } }
         case .duplicate:
             if observes { duplicateCompleted(attempt) }
         case .kept, .ignored:
@@ -189,11 +203,9 @@ final class CallbackRunner: CallbackRetrier {
         withExtendedLifetime(dropped) {}  // released after unlocking
         guard current else { return }
         hop {
-            self.perform(
-                self.input { s, now in
-                    s.feed(
-                        .failure(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
-                })
+            self.perform { s, now in
+                s.feed(.failure(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
+            }
         }
     }
 
@@ -240,23 +252,28 @@ final class CallbackRunner: CallbackRetrier {
 
     // MARK: - Carrying out actions (on the queue, outside the lock)
 
-    private func perform(_ first: Action) {
-        // The user's closures, read once: the retrier may finish meanwhile (a cancel from another thread), but these are
-        // released on the queue all the same, when this returns.
-        guard let user = state.withLock({ $0.user }) else { return }  // the completion has run: nothing is left to do
-        var action = first
+    /// Carries out an action decided off the queue (a condition's change), on the queue.
+    private func carryOutOnQueue(_ fed: consuming Fed) {
+        guard let user = state.withLock({ $0.user }) else { return }  // the completion has run
+        carryOut(fed, user)
+    }
+
+    /// Carries out `fed`'s action and those that follow it, until one waits or finishes.
+    private func carryOut(_ fed: consuming Fed, _ user: CallbackUserClosures) {
+        var next = fed
         while true {
-            switch action {
+            let step = consume next
+            switch step.action {
             case .none, .awaitCondition:
                 return
             case .run(let attempt, let timeout):
-                action = run(attempt, timeout: timeout, user)
+                next = run(attempt, timeout: timeout, as: step.started, after: step.duplicates, user)
             case .consultStrategy(let context, let error):
                 let decision = context.resolve(user.strategy(error))
-                action = input { s, now in s.machine.decide(decision, at: now) }
+                next = input { s, now in s.machine.decide(decision, at: now) }
             case .withdraw(let budget, let afterTimeout):
                 let paid = budget.withdraw(afterTimeout: afterTimeout)
-                action = input { s, now in s.machine.budgetAnswered(paid, at: now) }
+                next = input { s, now in s.machine.budgetAnswered(paid, at: now) }
             case .retry(let delay, let failed, let error):
                 user.observer?(.attemptFailed(failed, error: error, next: .retry(after: delay)))
                 wait(delay)
@@ -270,7 +287,7 @@ final class CallbackRunner: CallbackRetrier {
                 return
             case .interrupt(let attempt):
                 var live = false
-                action = input { s, now in
+                next = input { s, now in
                     live = !s.machine.isFinished
                     return s.machine.interrupted(at: now)
                 }
@@ -284,43 +301,39 @@ final class CallbackRunner: CallbackRetrier {
         }
     }
 
-    /// Carries out ``RetryStateMachine/Action/run(_:timeout:)``: returns what follows a result reported before the
-    /// operation returned, or `.none`.
-    private func run(_ attempt: RetryAttempt, timeout: Duration?, _ user: CallbackUserClosures) -> Action {
-        // The attempt may have ended since the action was decided (a cancel): then nothing of it happens.
-        let started: (id: AttemptID, duplicates: [RetryAttempt])? = state.withLock { s in
-            guard s.machine.currentAttempt == attempt.number, let id = s.currentAttempt else { return nil }
-            return (id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [])
-        }
-        guard let (id, duplicates) = started else { return .none }
+    /// Carries out ``RetryStateMachine/Action/run(_:timeout:)``, after reporting `duplicates` (taken with the action):
+    /// returns what follows a result reported before the operation returned, or `.none`.
+    private func run(
+        _ attempt: RetryAttempt, timeout: Duration?, as id: AttemptID?, after duplicates: [RetryAttempt],
+        _ user: CallbackUserClosures
+    ) -> Fed {
         if let observer = user.observer {
             for duplicate in duplicates { observer(.duplicateCompletion(duplicate)) }
             observer(.attemptStarted(attempt))
         }
-        let record = CallbackAttempt(runner: self, id: id)
-        let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
-        // Checked again, atomically with marking the operation as being called: the observer may have cancelled, and so
-        // may any thread until here. Once this returns `true`, a cancel is a cancel during the attempt (its hook runs).
+        // The attempt may have ended since the action was decided (a cancel from any thread, or from the observer):
+        // checked atomically with marking the operation as being called. Once this returns `true`, a cancel is a
+        // cancel during the attempt (its hook runs).
         var replaced: PendingTimer?
-        let current: Bool = state.withLock { s in
-            guard s.currentAttempt == id else {
-                record.calls = .ignored
-                return false
-            }
+        let started: (record: CallbackAttempt, timer: PendingTimer?)? = state.withLock { s in
+            guard let id, s.currentAttempt == id else { return nil }
+            let record = CallbackAttempt(runner: self, id: id)
+            let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
             s.calling = record
             if let timer { replaced = s.keep(timer) }
-            return true
+            return (record, timer)
         }
         replaced?.cancel()
-        guard current else { return .none }
+        guard let (record, timer) = started else { return Fed(.none) }
         if let timer, let timeout { arm(timer, after: timeout) }
         user.operation(attempt, record)
-        let early = state.withLock { s in
+        // A result reported while the operation ran waits in `early`: fed now, in the lock that ends the call.
+        let id = record.id
+        return input { s, now in
             s.calling = nil
-            return s.early.take()
+            guard let early = s.early.take() else { return .none }
+            return s.feed(early, of: id, at: now)
         }
-        guard let early else { return .none }
-        return input { s, now in s.feed(early, of: id, at: now) }
     }
 
     /// Waits `delay` before the machine's next step: a timer of the scheduler, or a hop to the queue for zero (which
@@ -329,7 +342,7 @@ final class CallbackRunner: CallbackRetrier {
         if DelayMath.isZero(delay) {
             // No timer: the hop cannot be called off, and finds the machine no longer waiting if it was cancelled. At
             // most one such hop is on its way: the next wait comes only after the attempt this one starts.
-            hop { self.perform(self.input { s, now in s.timer == nil ? s.machine.waitElapsed(at: now) : .none }) }
+            hop { self.perform { s, now in s.timer == nil ? s.machine.waitElapsed(at: now) : .none } }
             return
         }
         let timer = PendingTimer(.wait, of: self)
@@ -383,6 +396,20 @@ final class CallbackRunner: CallbackRetrier {
     }
 }
 
+/// What an input came to: the machine's action and, when the action starts an attempt, that attempt's identity and the
+/// duplicate completions to report before it (taken in the same lock, so that none is reported twice).
+struct Fed {
+    var action: RetryStateMachine.Action
+    var started: AttemptID?
+    var duplicates: [RetryAttempt]
+
+    init(_ action: consuming RetryStateMachine.Action, started: AttemptID? = nil, duplicates: [RetryAttempt] = []) {
+        self.action = action
+        self.started = started
+        self.duplicates = duplicates
+    }
+}
+
 /// Where the first call of an attempt's completion goes (``CallbackRunner/complete(_:_:_:)``).
 private enum CompletionRoute {
     /// Kept until the operation returns.
@@ -396,6 +423,12 @@ private enum CompletionRoute {
 }
 
 extension CallbackRunnerState {
+    /// `action` as an input's outcome, with the duplicates to report first when it starts an attempt.
+    mutating func fed(_ action: consuming RetryStateMachine.Action) -> Fed {
+        guard case .run = action else { return Fed(action) }
+        return Fed(action, started: currentAttempt, duplicates: machine.hasDuplicates ? machine.takeDuplicates() : [])
+    }
+
     /// Feeds the result of attempt `id` to the machine; a success's value is kept for the completion (or `onValue`).
     /// A result of an attempt that is no longer current changes nothing.
     mutating func feed(_ result: Result<any Sendable, any Error>, of id: AttemptID, at now: Duration)
