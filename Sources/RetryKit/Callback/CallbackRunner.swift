@@ -47,8 +47,8 @@ final class CallbackRunner: CallbackRetrier {
     let queue: DispatchQueue
     /// Where time, hops and timers come from.
     let scheduler: any RetryScheduler
-    /// The scheduler's time when the retrier was created: elapsed time is measured from it.
-    let origin: Duration
+    /// Where elapsed time is measured from (the retrier's creation).
+    let clock: RunnerClock
     /// Whether an observer is attached (duplicate completions are reported only then).
     let observes: Bool
     /// The condition that gates a run of trials, if any.
@@ -61,7 +61,7 @@ final class CallbackRunner: CallbackRetrier {
     ) {
         self.queue = queue
         self.scheduler = scheduler
-        self.origin = scheduler.now
+        self.clock = RunnerClock(scheduler)
         self.observes = user.observer != nil
         self.condition = condition
         self.state = Locked(CallbackRunnerState(machine: machine, user: user))
@@ -74,10 +74,11 @@ final class CallbackRunner: CallbackRetrier {
 
     var probe: CallbackRunnerProbe { CallbackRunnerProbe(self) }
 
-    private var now: Duration { scheduler.now - origin }
+    private var now: Duration { clock.elapsed(scheduler) }
 
     private func hop(_ work: @escaping @Sendable () -> Void) {
-        scheduler.execute(on: queue, work)
+        // The production scheduler's `execute` is `queue.async`: called directly, without the existential.
+        if case .continuous = clock { queue.async(execute: work) } else { scheduler.execute(on: queue, work) }
     }
 
     /// Feeds an input to the machine under the lock; runs or cancels what it made unwanted after unlocking. When the
@@ -393,6 +394,38 @@ final class CallbackRunner: CallbackRetrier {
             return s.waiters
         }
         for waiter in waiters { waiter(result) }
+    }
+}
+
+/// Where a runner's elapsed time comes from: with the production scheduler, `ContinuousClock`'s time source read
+/// directly (what ``DispatchTimerScheduler/now`` reads, without building a `Duration` per reading through the
+/// standard library); with any other scheduler (a virtual one in tests), its ``RetryScheduler/now``.
+enum RunnerClock {
+    /// The production scheduler: nanoseconds of ``ContinuousTime`` since `origin`.
+    case continuous(origin: UInt64)
+    /// Any other scheduler: its `now` since `origin`.
+    case scheduler(origin: Duration)
+
+    init(_ scheduler: any RetryScheduler) {
+        if Self.isDispatch(scheduler) {
+            self = .continuous(origin: ContinuousTime.nanoseconds())
+        } else {
+            self = .scheduler(origin: scheduler.now)
+        }
+    }
+
+    /// The time since the retrier was created.
+    @inline(__always)
+    func elapsed(_ scheduler: any RetryScheduler) -> Duration {
+        switch self {
+        case .continuous(let origin): return ContinuousTime.since(origin)
+        case .scheduler(let origin): return scheduler.now - origin
+        }
+    }
+
+    /// Whether `scheduler` is the production scheduler (a metatype comparison: the existential is opened).
+    private static func isDispatch<S: RetryScheduler>(_ scheduler: S) -> Bool {
+        S.self == DispatchTimerScheduler.self
     }
 }
 
