@@ -165,8 +165,8 @@ final class CallbackRunner: CallbackRetrier {
     }
 
     /// The completion of `record`'s attempt was called (any thread).
-    func complete(_ record: CallbackAttempt, _ result: Result<any Sendable, any Error>, _ attempt: RetryAttempt) {
-        var result = Optional(result)
+    func complete(_ record: CallbackAttempt, _ report: consuming AttemptReport, _ attempt: RetryAttempt) {
+        var report = Optional(report)
         var dropped: (@Sendable () -> Void)?  // the attempt's hook: it can no longer run
         let route: CompletionRoute = state.withLock { s in
             guard case .none = record.calls else { return .duplicate }
@@ -177,14 +177,14 @@ final class CallbackRunner: CallbackRetrier {
             record.calls = .result
             dropped = s.hook.take()?.run
             guard s.calling === record else { return .hop }
-            s.early = result.take()  // the operation has not returned: fed when it does
+            s.early = report.take()  // the operation has not returned: fed when it does
             return .kept
         }
         withExtendedLifetime(dropped) {}  // released after unlocking
         switch route {
         case .hop:
-            guard let result else { return }
-            hop { self.perform { s, now in s.feed(result, of: record.id, at: now) } }
+            guard let report = report.take() else { return }
+            hop { self.perform { s, now in s.feed(report, of: record.id, at: now) } }
         case .duplicate:
             if observes { duplicateCompleted(attempt) }
         case .kept, .ignored:
@@ -205,7 +205,7 @@ final class CallbackRunner: CallbackRetrier {
         guard current else { return }
         hop {
             self.perform { s, now in
-                s.feed(.failure(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
+                s.feed(.failed(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
             }
         }
     }
@@ -464,15 +464,15 @@ extension CallbackRunnerState {
 
     /// Feeds the result of attempt `id` to the machine; a success's value is kept for the completion (or `onValue`).
     /// A result of an attempt that is no longer current changes nothing.
-    mutating func feed(_ result: Result<any Sendable, any Error>, of id: AttemptID, at now: Duration)
+    mutating func feed(_ report: consuming AttemptReport, of id: AttemptID, at now: Duration)
         -> RetryStateMachine.Action
     {
         guard currentAttempt == id else { return .none }
-        switch result {
-        case .success(let success):
+        switch consume report {
+        case .succeeded(let success):
             value = success
             return machine.attemptSucceededRefunding(id.number, at: now)  // a budget's refund: no user code
-        case .failure(let error):
+        case .failed(let error):
             return machine.attemptFailed(id.number, error: error, at: now)
         }
     }
