@@ -329,12 +329,21 @@ final class CallbackRunner: CallbackRetrier {
         if let timer, let timeout { arm(timer, after: timeout) }
         user.operation(attempt, record)
         // A result reported while the operation ran waits in `early`: fed now, in the lock that ends the call.
+        // A report whose attempt ended meanwhile (a cancel from the operation) is released after unlocking: it may hold
+        // the user's values, whose `deinit` may call back into the retrier.
         let id = record.id
-        return input { s, now in
+        var stale: AttemptReport?
+        let fed = input { s, now in
             s.calling = nil
             guard let early = s.early.take() else { return .none }
+            guard s.currentAttempt == id else {
+                stale = early
+                return .none
+            }
             return s.feed(early, of: id, at: now)
         }
+        withExtendedLifetime(stale) {}
+        return fed
     }
 
     /// Waits `delay` before the machine's next step: a timer of the scheduler, or a hop to the queue for zero (which
