@@ -47,8 +47,8 @@ final class CallbackRunner: CallbackRetrier {
     let queue: DispatchQueue
     /// Where time, hops and timers come from.
     let scheduler: any RetryScheduler
-    /// The scheduler's time when the retrier was created: elapsed time is measured from it.
-    let origin: Duration
+    /// Where elapsed time is measured from (the retrier's creation).
+    let clock: RunnerClock
     /// Whether an observer is attached (duplicate completions are reported only then).
     let observes: Bool
     /// The condition that gates a run of trials, if any.
@@ -63,7 +63,7 @@ final class CallbackRunner: CallbackRetrier {
     ) {
         self.queue = queue
         self.scheduler = scheduler
-        self.origin = scheduler.now
+        self.clock = RunnerClock(scheduler)
         self.observes = user.observer != nil
         self.condition = condition
         self.recovery = machine.configuration.recovery
@@ -77,21 +77,37 @@ final class CallbackRunner: CallbackRetrier {
 
     var probe: CallbackRunnerProbe { CallbackRunnerProbe(self) }
 
-    private var now: Duration { scheduler.now - origin }
+    private var now: Duration { clock.elapsed(scheduler) }
 
     private func hop(_ work: @escaping @Sendable () -> Void) {
-        scheduler.execute(on: queue, work)
+        // The production scheduler's `execute` is `queue.async`: called directly, without the existential.
+        if case .continuous = clock { queue.async(execute: work) } else { scheduler.execute(on: queue, work) }
     }
 
-    /// Feeds an input to the machine under the lock; runs or cancels what it made unwanted after unlocking.
-    private func input(_ feed: (inout CallbackRunnerState, Duration) -> Action) -> Action {
+    /// Feeds an input to the machine under the lock; runs or cancels what it made unwanted after unlocking. When the
+    /// machine starts an attempt, the duplicate completions to report before it are taken in the same lock.
+    private func input(_ feed: (inout CallbackRunnerState, Duration) -> Action) -> Fed {
         let now = self.now
-        let (action, leftovers) = state.withLock { s in
-            let action = feed(&s, now)
-            return (action, s.takeUnwanted())
+        let (fed, leftovers) = state.withLock { s in
+            let fed = s.fed(feed(&s, now))
+            return (fed, s.takeUnwanted())
         }
         leftovers.discard()
-        return action
+        return fed
+    }
+
+    /// Feeds an input (on the queue) and carries out what follows. The user's closures are read in the same lock: the
+    /// retrier may finish meanwhile (a cancel from another thread), but they are released on the queue all the same,
+    /// when this returns.
+    private func perform(_ feed: (inout CallbackRunnerState, Duration) -> Action) {
+        let now = self.now
+        let (fed, user, leftovers) = state.withLock { s in
+            let fed = s.fed(feed(&s, now))
+            return (fed, s.user, s.takeUnwanted())
+        }
+        leftovers.discard()
+        guard let user else { return }  // the completion has run: nothing is left to do
+        carryOut(fed, user)
     }
 
     // MARK: - Inputs
@@ -103,21 +119,21 @@ final class CallbackRunner: CallbackRetrier {
         if let condition {
             (snapshot, observation) = condition.observe { snapshot in self.conditionChanged(snapshot) }
         }
-        let action = input { s, now in
+        var unused = observation
+        perform { s, now in
             guard !s.machine.isFinished else { return .none }  // cancelled before it began
-            s.observation = observation.take()
+            s.observation = unused.take()
             if let snapshot { return s.machine.start(at: now, condition: snapshot) }
             return s.machine.start(at: now)
         }
-        observation?.cancel()  // not taken: the run had finished
-        perform(action)
+        unused?.cancel()  // not taken: the run had finished
     }
 
     /// ``RetryHandle/cancel()``: decided on the calling thread (the hook of an attempt in flight runs here, a pending
     /// timer is cancelled here); the completion is delivered on the queue.
     func cancel() {
-        let action = input { s, now in s.machine.cancel(at: now) }
-        if case .finish = action { hop { self.perform(action) } }
+        let fed = input { s, now in s.machine.cancel(at: now) }
+        if case .finish = fed.action { hop { self.perform { _, _ in .finish } } }
     }
 
     var isFinished: Bool {
@@ -135,26 +151,25 @@ final class CallbackRunner: CallbackRetrier {
 
     /// A gated run's condition changed (any thread): decided here, carried out on the queue.
     func conditionChanged(_ snapshot: RetryConditionSnapshot) {
-        let action = input { s, now in s.machine.conditionChanged(snapshot, at: now) }
-        if case .none = action { return }
-        hop { self.perform(action) }
+        let fed = input { s, now in s.machine.conditionChanged(snapshot, at: now) }
+        if case .none = fed.action { return }
+        hop { self.carryOutOnQueue(fed) }
     }
 
     /// A timer fired (on the queue).
     func timerFired(_ timer: PendingTimer) {
-        let action = input { s, now in
+        perform { s, now in
             guard s.timer === timer else { return .none }  // no longer wanted: cancelled meanwhile
             switch timer.purpose {
             case .wait: return s.machine.waitElapsed(at: now)
             case .timeout(let id): return s.machine.attemptTimedOut(id.number, at: now)
             }
         }
-        perform(action)
     }
 
     /// The completion of `record`'s attempt was called (any thread).
-    func complete(_ record: CallbackAttempt, _ result: Result<any Sendable, any Error>, _ attempt: RetryAttempt) {
-        var result = Optional(result)
+    func complete(_ record: CallbackAttempt, _ report: consuming AttemptReport, _ attempt: RetryAttempt) {
+        var report = Optional(report)
         var dropped: (@Sendable () -> Void)?  // the attempt's hook: it can no longer run
         let route: CompletionRoute = state.withLock { s in
             guard case .none = record.calls else { return .duplicate }
@@ -165,14 +180,14 @@ final class CallbackRunner: CallbackRetrier {
             record.calls = .result
             dropped = s.hook.take()?.run
             guard s.calling === record else { return .hop }
-            s.early = result.take()  // the operation has not returned: fed when it does
+            s.early = report.take()  // the operation has not returned: fed when it does
             return .kept
         }
         withExtendedLifetime(dropped) {}  // released after unlocking
         switch route {
         case .hop:
-            guard let result else { return }
-            hop { self.perform(self.input { s, now in s.feed(result, of: record.id, at: now) }) }
+            guard let report = report.take() else { return }
+            hop { self.perform { s, now in s.feed(report, of: record.id, at: now) } }
         case .duplicate:
             if observes { duplicateCompleted(attempt) }
         case .kept, .ignored:
@@ -192,11 +207,9 @@ final class CallbackRunner: CallbackRetrier {
         withExtendedLifetime(dropped) {}  // released after unlocking
         guard current else { return }
         hop {
-            self.perform(
-                self.input { s, now in
-                    s.feed(
-                        .failure(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
-                })
+            self.perform { s, now in
+                s.feed(.failed(RetryError(.completionReleased, attempts: id.number, elapsed: now)), of: id, at: now)
+            }
         }
     }
 
@@ -243,28 +256,33 @@ final class CallbackRunner: CallbackRetrier {
 
     // MARK: - Carrying out actions (on the queue, outside the lock)
 
-    private func perform(_ first: Action) {
-        // The user's closures, read once: the retrier may finish meanwhile (a cancel from another thread), but these are
-        // released on the queue all the same, when this returns.
-        guard let user = state.withLock({ $0.user }) else { return }  // the completion has run: nothing is left to do
-        var action = first
+    /// Carries out an action decided off the queue (a condition's change), on the queue.
+    private func carryOutOnQueue(_ fed: consuming Fed) {
+        guard let user = state.withLock({ $0.user }) else { return }  // the completion has run
+        carryOut(fed, user)
+    }
+
+    /// Carries out `fed`'s action and those that follow it, until one waits or finishes.
+    private func carryOut(_ fed: consuming Fed, _ user: CallbackUserClosures) {
+        var next = fed
         while true {
-            switch action {
+            let step = consume next
+            switch step.action {
             case .none, .awaitCondition:
                 return
             case .run(let attempt, let timeout):
-                action = run(attempt, timeout: timeout, user)
+                next = run(attempt, timeout: timeout, as: step.started, after: step.duplicates, user)
             case .consultStrategy(let context, let error):
                 let decision = context.decision(for: error, recovery: recovery, strategy: user.strategy)
-                action = input { s, now in s.machine.decide(decision, at: now) }
+                next = input { s, now in s.machine.decide(decision, at: now) }
             case .recover(let failed, let error):
                 user.observer?(.attemptFailed(failed, error: error, next: .recover))
-                action = acquire(afterFailure: true)
+                next = acquire(afterFailure: true)
             case .acquire:
-                action = acquire(afterFailure: false)
+                next = acquire(afterFailure: false)
             case .withdraw(let budget, let afterTimeout):
                 let paid = budget.withdraw(afterTimeout: afterTimeout)
-                action = input { s, now in s.machine.budgetAnswered(paid, at: now) }
+                next = input { s, now in s.machine.budgetAnswered(paid, at: now) }
             case .retry(let delay, let failed, let error):
                 user.observer?(.attemptFailed(failed, error: error, next: .retry(after: delay)))
                 wait(delay)
@@ -278,7 +296,7 @@ final class CallbackRunner: CallbackRetrier {
                 return
             case .interrupt(let attempt):
                 var live = false
-                action = input { s, now in
+                next = input { s, now in
                     live = !s.machine.isFinished
                     return s.machine.interrupted(at: now)
                 }
@@ -292,43 +310,48 @@ final class CallbackRunner: CallbackRetrier {
         }
     }
 
-    /// Carries out ``RetryStateMachine/Action/run(_:timeout:)``: returns what follows a result reported before the
-    /// operation returned, or `.none`.
-    private func run(_ attempt: RetryAttempt, timeout: Duration?, _ user: CallbackUserClosures) -> Action {
-        // The attempt may have ended since the action was decided (a cancel): then nothing of it happens.
-        let started: (id: AttemptID, duplicates: [RetryAttempt], credential: (any Sendable)?)? = state.withLock { s in
-            guard s.machine.currentAttempt == attempt.number, let id = s.currentAttempt else { return nil }
-            return (id, s.machine.hasDuplicates ? s.machine.takeDuplicates() : [], s.machine.credential)
-        }
-        guard let (id, duplicates, credential) = started else { return .none }
+    /// Carries out ``RetryStateMachine/Action/run(_:timeout:)``, after reporting `duplicates` (taken with the action):
+    /// returns what follows a result reported before the operation returned, or `.none`.
+    private func run(
+        _ attempt: RetryAttempt, timeout: Duration?, as id: AttemptID?, after duplicates: [RetryAttempt],
+        _ user: CallbackUserClosures
+    ) -> Fed {
         if let observer = user.observer {
             for duplicate in duplicates { observer(.duplicateCompletion(duplicate)) }
             observer(.attemptStarted(attempt))
         }
-        let record = CallbackAttempt(runner: self, id: id, credential: credential)
-        let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
-        // Checked again, atomically with marking the operation as being called: the observer may have cancelled, and so
-        // may any thread until here. Once this returns `true`, a cancel is a cancel during the attempt (its hook runs).
+        // The attempt may have ended since the action was decided (a cancel from any thread, or from the observer):
+        // checked atomically with marking the operation as being called. Once this returns `true`, a cancel is a
+        // cancel during the attempt (its hook runs).
         var replaced: PendingTimer?
-        let current: Bool = state.withLock { s in
-            guard s.currentAttempt == id else {
-                record.calls = .ignored
-                return false
-            }
+        let started: (record: CallbackAttempt, timer: PendingTimer?)? = state.withLock { s in
+            guard let id, s.currentAttempt == id else { return nil }
+            let record = CallbackAttempt(runner: self, id: id, credential: s.machine.credential)
+            let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
             s.calling = record
             if let timer { replaced = s.keep(timer) }
-            return true
+            return (record, timer)
         }
         replaced?.cancel()
-        guard current else { return .none }
+        guard let (record, timer) = started else { return Fed(.none) }
         if let timer, let timeout { arm(timer, after: timeout) }
         user.operation(attempt, record)
-        let early = state.withLock { s in
+        // A result reported while the operation ran waits in `early`: fed now, in the lock that ends the call.
+        // A report whose attempt ended meanwhile (a cancel from the operation) is released after unlocking: it may hold
+        // the user's values, whose `deinit` may call back into the retrier.
+        let id = record.id
+        var stale: AttemptReport?
+        let fed = input { s, now in
             s.calling = nil
-            return s.early.take()
+            guard let early = s.early.take() else { return .none }
+            guard s.currentAttempt == id else {
+                stale = early
+                return .none
+            }
+            return s.feed(early, of: id, at: now)
         }
-        guard let early else { return .none }
-        return input { s, now in s.feed(early, of: id, at: now) }
+        withExtendedLifetime(stale) {}
+        return fed
     }
 
     /// Carries out ``RetryStateMachine/Action/acquire``: asks the recovery for a credential. An answer that comes at once
@@ -336,14 +359,14 @@ final class CallbackRunner: CallbackRetrier {
     /// hop after a failure (so that the retry, too, starts in a block of its own); a later one hops to the queue
     /// (``recoveryAnswered(_:)``), and the wait is bounded by a timer for what is left of the total timeout. The
     /// registration is kept in the state, so that an input that ends the wait (a cancel, the deadline) calls it off.
-    private func acquire(afterFailure: Bool) -> Action {
-        guard let (recovery, stale, timeout) = state.withLock({ $0.machine.recoveryRequest }) else { return .none }
+    private func acquire(afterFailure: Bool) -> Fed {
+        guard let (recovery, stale, timeout) = state.withLock({ $0.machine.recoveryRequest }) else { return Fed(.none) }
         let acquisition = recovery.acquire(newerThan: stale) { answer in self.recoveryAnswered(answer) }
         switch acquisition {
         case .answered(let answer):
             if afterFailure {
                 recoveryAnswered(answer)
-                return .none
+                return Fed(.none)
             }
             return input { s, now in s.machine.recoveryAnswered(answer, at: now) }
         case .waiting(let ticket):
@@ -354,16 +377,16 @@ final class CallbackRunner: CallbackRetrier {
             }
             guard waiting else {
                 recovery.stopWaiting(ticket)
-                return .none
+                return Fed(.none)
             }
             if let timeout { wait(timeout) }
-            return .none
+            return Fed(.none)
         }
     }
 
     /// The recovery answered a wait (any thread): fed to the machine on the queue.
     private func recoveryAnswered(_ answer: RecoveryAnswer) {
-        hop { self.perform(self.input { s, now in s.machine.recoveryAnswered(answer, at: now) }) }
+        hop { self.perform { s, now in s.machine.recoveryAnswered(answer, at: now) } }
     }
 
     /// Waits `delay` before the machine's next step: a timer of the scheduler, or a hop to the queue for zero (which
@@ -372,7 +395,7 @@ final class CallbackRunner: CallbackRetrier {
         if DelayMath.isZero(delay) {
             // No timer: the hop cannot be called off, and finds the machine no longer waiting if it was cancelled. At
             // most one such hop is on its way: the next wait comes only after the attempt this one starts.
-            hop { self.perform(self.input { s, now in s.timer == nil ? s.machine.waitElapsed(at: now) : .none }) }
+            hop { self.perform { s, now in s.timer == nil ? s.machine.waitElapsed(at: now) : .none } }
             return
         }
         let timer = PendingTimer(.wait, of: self)
@@ -426,6 +449,52 @@ final class CallbackRunner: CallbackRetrier {
     }
 }
 
+/// Where a runner's elapsed time comes from: with the production scheduler, `ContinuousClock`'s time source read
+/// directly (what ``DispatchTimerScheduler/now`` reads, without building a `Duration` per reading through the
+/// standard library); with any other scheduler (a virtual one in tests), its ``RetryScheduler/now``.
+enum RunnerClock {
+    /// The production scheduler: nanoseconds of ``ContinuousTime`` since `origin`.
+    case continuous(origin: UInt64)
+    /// Any other scheduler: its `now` since `origin`.
+    case scheduler(origin: Duration)
+
+    init(_ scheduler: any RetryScheduler) {
+        if Self.isDispatch(scheduler) {
+            self = .continuous(origin: ContinuousTime.nanoseconds())
+        } else {
+            self = .scheduler(origin: scheduler.now)
+        }
+    }
+
+    /// The time since the retrier was created.
+    @inline(__always)
+    func elapsed(_ scheduler: any RetryScheduler) -> Duration {
+        switch self {
+        case .continuous(let origin): return ContinuousTime.since(origin)
+        case .scheduler(let origin): return scheduler.now - origin
+        }
+    }
+
+    /// Whether `scheduler` is the production scheduler (a metatype comparison: the existential is opened).
+    private static func isDispatch<S: RetryScheduler>(_ scheduler: S) -> Bool {
+        S.self == DispatchTimerScheduler.self
+    }
+}
+
+/// What an input came to: the machine's action and, when the action starts an attempt, that attempt's identity and the
+/// duplicate completions to report before it (taken in the same lock, so that none is reported twice).
+struct Fed {
+    var action: RetryStateMachine.Action
+    var started: AttemptID?
+    var duplicates: [RetryAttempt]
+
+    init(_ action: consuming RetryStateMachine.Action, started: AttemptID? = nil, duplicates: [RetryAttempt] = []) {
+        self.action = action
+        self.started = started
+        self.duplicates = duplicates
+    }
+}
+
 /// Where the first call of an attempt's completion goes (``CallbackRunner/complete(_:_:_:)``).
 private enum CompletionRoute {
     /// Kept until the operation returns.
@@ -439,17 +508,23 @@ private enum CompletionRoute {
 }
 
 extension CallbackRunnerState {
+    /// `action` as an input's outcome, with the duplicates to report first when it starts an attempt.
+    mutating func fed(_ action: consuming RetryStateMachine.Action) -> Fed {
+        guard case .run = action else { return Fed(action) }
+        return Fed(action, started: currentAttempt, duplicates: machine.hasDuplicates ? machine.takeDuplicates() : [])
+    }
+
     /// Feeds the result of attempt `id` to the machine; a success's value is kept for the completion (or `onValue`).
     /// A result of an attempt that is no longer current changes nothing.
-    mutating func feed(_ result: Result<any Sendable, any Error>, of id: AttemptID, at now: Duration)
+    mutating func feed(_ report: consuming AttemptReport, of id: AttemptID, at now: Duration)
         -> RetryStateMachine.Action
     {
         guard currentAttempt == id else { return .none }
-        switch result {
-        case .success(let success):
+        switch consume report {
+        case .succeeded(let success):
             value = success
             return machine.attemptSucceededRefunding(id.number, at: now)  // a budget's refund: no user code
-        case .failure(let error):
+        case .failed(let error):
             return machine.attemptFailed(id.number, error: error, at: now)
         }
     }

@@ -119,6 +119,13 @@ extension Result where Success == any Sendable, Failure == any Error {
     }
 }
 
+/// What an attempt's completion reported, the value erased. Not a `Result<any Sendable, any Error>`: the standard
+/// library's generic `Result` is copied and destroyed through its run-time value witnesses, this enum by code of its own.
+enum AttemptReport {
+    case succeeded(any Sendable)
+    case failed(any Error)
+}
+
 /// Everything about a retrier that changes, behind its lock. Only ``CallbackRunner`` touches it.
 struct CallbackRunnerState {
     /// The engine: counts attempts, chooses delays, decides when to stop.
@@ -130,7 +137,7 @@ struct CallbackRunnerState {
     /// The record of the attempt whose operation is being called right now, if any: a result that arrives before the
     /// operation returns waits in ``early`` until it does.
     var calling: CallbackAttempt?
-    var early: Result<any Sendable, any Error>?
+    var early: AttemptReport?
     /// The value of the attempt that succeeded last, until the completion (or a repeating run's `onValue`) takes it.
     var value: (any Sendable)?
     /// The cancel hook of the current attempt, while the attempt is current and its completion was not called.
@@ -270,11 +277,11 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     }
 
     func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
-        runner.complete(self, .success(value), attempt)
+        runner.complete(self, .succeeded(value), attempt)
     }
 
     func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
-        runner.complete(self, .failure(error), attempt)
+        runner.complete(self, .failed(error), attempt)
     }
 
     func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {

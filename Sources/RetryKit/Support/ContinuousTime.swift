@@ -28,7 +28,10 @@ enum ContinuousTime {
     /// The span from `origin` (an earlier ``nanoseconds()`` reading) to now.
     @inline(__always)
     static func since(_ origin: UInt64) -> Duration {
-        // Two readings of the same monotonic clock: the difference is small and non-negative.
-        .nanoseconds(Int64(truncatingIfNeeded: nanoseconds() &- origin))
+        // Two readings of the same monotonic clock: the difference is non-negative, and its count of attoseconds (at
+        // most 2⁶⁴ · 10⁹ < 2¹²⁶) fits the 128 bits of a `Duration`, built in place (`Duration.nanoseconds(_:)` is a call
+        // into the standard library, with 128-bit arithmetic).
+        let (high, low) = (nanoseconds() &- origin).multipliedFullWidth(by: 1_000_000_000)
+        return Duration(_high: Int64(high), low: low)
     }
 }
