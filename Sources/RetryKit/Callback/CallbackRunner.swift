@@ -20,7 +20,7 @@ package protocol CallbackRetrier: AnyObject, Sendable {
 /// **Inputs** come from anywhere: the start, an attempt's completion (any thread), a timer (on the queue), `cancel()`
 /// (any thread), a gated run's condition (any thread). Each one is fed to the machine under the lock, by ``input(_:)``,
 /// which also takes out of the state what the machine no longer wants (the cancel hook of an abandoned attempt, a
-/// timer it no longer waits for) to run or cancel after unlocking.
+/// timer it no longer waits for, a wait for the recovery it no longer wants) to run, cancel or call off after unlocking.
 ///
 /// **Actions** are carried out by ``perform(_:)``, always on the queue, outside the lock: user code (operation,
 /// strategy, observer, `onValue`, completion, cancel hooks) never runs under it. An input that arrives off the queue
@@ -32,6 +32,8 @@ package protocol CallbackRetrier: AnyObject, Sendable {
 /// | `consultStrategy` | the strategy, then its decision fed back |
 /// | `withdraw` | the budget's withdrawal (thread-safe, no user code), then its answer fed back |
 /// | `retry(after: d)` | `attemptFailed(…, next: .retry(after: d))`, then a wait: a timer, or a hop for zero |
+/// | `recover` | `attemptFailed(…, next: .recover)`, then as `acquire` (an answer that comes at once hops first) |
+/// | `acquire` | the recovery asked for a credential; its answer fed back, at once or (later) after a hop; a timer for the deadline |
 /// | `repeatAfter(d)` | `attemptSucceeded`, `onValue`, then a wait as for `retry` |
 /// | `interrupt` | the interrupted attempt's event, then ``RetryStateMachine/interrupted(at:)`` fed back |
 /// | `finish` | the final events, the completion, then the tasks awaiting ``RetryHandle/value`` |
@@ -446,86 +448,5 @@ final class CallbackRunner: CallbackRetrier {
             return s.waiters
         }
         for waiter in waiters { waiter(result) }
-    }
-}
-
-/// Where a runner's elapsed time comes from: with the production scheduler, `ContinuousClock`'s time source read
-/// directly (what ``DispatchTimerScheduler/now`` reads, without building a `Duration` per reading through the
-/// standard library); with any other scheduler (a virtual one in tests), its ``RetryScheduler/now``.
-enum RunnerClock {
-    /// The production scheduler: nanoseconds of ``ContinuousTime`` since `origin`.
-    case continuous(origin: UInt64)
-    /// Any other scheduler: its `now` since `origin`.
-    case scheduler(origin: Duration)
-
-    init(_ scheduler: any RetryScheduler) {
-        if Self.isDispatch(scheduler) {
-            self = .continuous(origin: ContinuousTime.nanoseconds())
-        } else {
-            self = .scheduler(origin: scheduler.now)
-        }
-    }
-
-    /// The time since the retrier was created.
-    @inline(__always)
-    func elapsed(_ scheduler: any RetryScheduler) -> Duration {
-        switch self {
-        case .continuous(let origin): return ContinuousTime.since(origin)
-        case .scheduler(let origin): return scheduler.now - origin
-        }
-    }
-
-    /// Whether `scheduler` is the production scheduler (a metatype comparison: the existential is opened).
-    private static func isDispatch<S: RetryScheduler>(_ scheduler: S) -> Bool {
-        S.self == DispatchTimerScheduler.self
-    }
-}
-
-/// What an input came to: the machine's action and, when the action starts an attempt, that attempt's identity and the
-/// duplicate completions to report before it (taken in the same lock, so that none is reported twice).
-struct Fed {
-    var action: RetryStateMachine.Action
-    var started: AttemptID?
-    var duplicates: [RetryAttempt]
-
-    init(_ action: consuming RetryStateMachine.Action, started: AttemptID? = nil, duplicates: [RetryAttempt] = []) {
-        self.action = action
-        self.started = started
-        self.duplicates = duplicates
-    }
-}
-
-/// Where the first call of an attempt's completion goes (``CallbackRunner/complete(_:_:_:)``).
-private enum CompletionRoute {
-    /// Kept until the operation returns.
-    case kept
-    /// Handled after a hop to the queue.
-    case hop
-    /// The attempt had ended: ignored.
-    case ignored
-    /// Not the first call: reported to the observer.
-    case duplicate
-}
-
-extension CallbackRunnerState {
-    /// `action` as an input's outcome, with the duplicates to report first when it starts an attempt.
-    mutating func fed(_ action: consuming RetryStateMachine.Action) -> Fed {
-        guard case .run = action else { return Fed(action) }
-        return Fed(action, started: currentAttempt, duplicates: machine.hasDuplicates ? machine.takeDuplicates() : [])
-    }
-
-    /// Feeds the result of attempt `id` to the machine; a success's value is kept for the completion (or `onValue`).
-    /// A result of an attempt that is no longer current changes nothing.
-    mutating func feed(_ report: consuming AttemptReport, of id: AttemptID, at now: Duration)
-        -> RetryStateMachine.Action
-    {
-        guard currentAttempt == id else { return .none }
-        switch consume report {
-        case .succeeded(let success):
-            value = success
-            return machine.attemptSucceededRefunding(id.number, at: now)  // a budget's refund: no user code
-        case .failed(let error):
-            return machine.attemptFailed(id.number, error: error, at: now)
-        }
     }
 }
