@@ -28,7 +28,7 @@
 # Environment: INSTR_N (default 2000), INSTR_ASYNC_N (N of the rows that run in a task; default the larger of INSTR_N
 # and 2000, INSTR_N with INSTR_SMOKE), INSTR_RUNS (callgrind runs per (workload, N), least taken; default 3, 1 with INSTR_SMOKE),
 # INSTR_TIMEOUT (seconds per valgrind run, default 300), INSTR_MEMORY_COUNT (default 100000),
-# INSTR_CANCEL_COUNT (default 1000), INSTR_NO_BUILD=1 (use the release build as it is), INSTR_SMOKE=1 (CI smoke: N=20, memory 2,000, cancel 100; checks that everything
+# INSTR_CANCEL_COUNT (default 1000), INSTR_RECOVERY_COUNT (retriers waiting on one refresh, default 10000), INSTR_NO_BUILD=1 (use the release build as it is), INSTR_SMOKE=1 (CI smoke: N=20, memory 2,000, cancel 100; checks that everything
 # runs and produces figures, prints the table, no targets enforced).
 # Exit: 0 measured (whether or not targets are met); 1 build failed, or --check found a count over its limit; 2 usage;
 # 3 valgrind failed or a workload did not do the expected work.
@@ -47,9 +47,9 @@ for argument in "$@"; do
     esac
 done
 if [ "${INSTR_SMOKE:-0}" = 1 ]; then
-    n=${INSTR_N:-20} memory_count=${INSTR_MEMORY_COUNT:-2000} cancel_count=${INSTR_CANCEL_COUNT:-100}
+    n=${INSTR_N:-20} memory_count=${INSTR_MEMORY_COUNT:-2000} cancel_count=${INSTR_CANCEL_COUNT:-100} recovery_count=${INSTR_RECOVERY_COUNT:-500}
 else
-    n=${INSTR_N:-2000} memory_count=${INSTR_MEMORY_COUNT:-100000} cancel_count=${INSTR_CANCEL_COUNT:-1000}
+    n=${INSTR_N:-2000} memory_count=${INSTR_MEMORY_COUNT:-100000} cancel_count=${INSTR_CANCEL_COUNT:-1000} recovery_count=${INSTR_RECOVERY_COUNT:-10000}
 fi
 runs=${INSTR_RUNS:-$([ "${INSTR_SMOKE:-0}" = 1 ] && echo 1 || echo 3)}
 limit=${INSTR_TIMEOUT:-300}
@@ -145,7 +145,7 @@ load_before=$(loadavg)
 start=$SECONDS
 echo "== callgrind: N=$n and $((2 * n)) iterations per callback workload, $async_n and $((2 * async_n)) per workload in a task, $runs run(s) each" >&2
 for workload in callback-retrykit callback-hand withretry continuation async-success direct-success \
-    async-fail-twice seed-fail-twice; do
+    async-fail-twice seed-fail-twice callback-recovering callback-plan; do
     per_iteration "$workload"
 done
 callgrind_seconds=$((SECONDS - start))
@@ -165,6 +165,7 @@ rows=()
 rows+=("| callback runner: fails twice then succeeds, zero delay, one serial queue (per retrier) | $(cell $cb) | $(cell $hand) (hand-written recursive \`requestWithRetry\`) | $(ratio "${IR_PER[$cb]}" "${IR_PER[$hand]}") | ≤ 2.5× and ≤ +1 malloc (same hops) | $(met "${IR_PER[$cb]}" "${IR_PER[$hand]}" "${MALLOC_PER[$cb]}" "${MALLOC_PER[$hand]}" 'a <= 2.5 * b && ma <= mb + 1.005') |")
 rows+=("| \`withRetry\` around an operation that calls back at once | $(cell withretry) | $(cell continuation) (bare \`withCheckedThrowingContinuation\`) | $(ratio "${IR_PER[withretry]}" "${IR_PER[continuation]}") | ≤ 2× | $(met "${IR_PER[withretry]}" "${IR_PER[continuation]}" 0 0 'a <= 2 * b') |")
 rows+=("| async \`retry\`, success on the first try | $(cell async-success) | $(cell direct-success) (the operation called directly) | +$(thousands "$(awk -v a="${IR_PER[async-success]}" -v b="${IR_PER[direct-success]}" 'BEGIN { print a - b }')") Ir | ≤ 100 ns over the direct call (wall) | $(met "${NS_PER[async-success]:-0}" "${NS_PER[direct-success]:-0}" 0 0 'a - b <= 100') |")
+rows+=("| a plan's callback run with a \`RetryRecovery\` it never needs, fails twice then succeeds, zero delay | $(cell callback-recovering) | $(cell callback-plan) (the same plan without a recovery) | $(ratio "${IR_PER[callback-recovering]}" "${IR_PER[callback-plan]}") | reported (issue 25) | |")
 rows+=("| async \`retry\`, fails twice then succeeds, \`.none\` | $(cell async-fail-twice) | $(cell seed-fail-twice) (the seed library's loop, rewritten) | $(ratio "${IR_PER[async-fail-twice]}" "${IR_PER[seed-fail-twice]}") | ≤ 0.3× | $(met "${IR_PER[async-fail-twice]}" "${IR_PER[seed-fail-twice]}" 0 0 'a <= 0.3 * b') |")
 
 if [ "$load" = 1 ]; then
@@ -189,6 +190,17 @@ if [ "$load" = 1 ]; then
     rows+=("| memory per waiting async retrier ($(thousands "$memory_count") tasks in \`retry\`, 60 s backoff) | $(thousands "${MEMORY[async]}") B | $(thousands "${MEMORY[task-sleep]}") B (a task in \`Task.sleep\`) | $(ratio "${MEMORY[async]}" "${MEMORY[task-sleep]}") | ≤ 2,560 B | $(met "${MEMORY[async]}" 0 0 0 'a <= 2560') |")
     rows+=("| cancel → completion, $(thousands "$cancel_count") async retriers on a 60 s backoff, every core busy | ${CANCEL[async]} | ${CANCEL[task-sleep]} (tasks in \`Task.sleep\`) | | worst ≤ 50 ms | $(met "${CANCEL_MAX[async]}" 0 0 0 'a <= 50') |")
     rows+=("| cancel → completion, $(thousands "$cancel_count") callback retriers on a 60 s backoff, every core busy | ${CANCEL[callback]} | ${CANCEL[timer]} (one-shot \`DispatchSourceTimer\`s, cancel handler) | | worst ≤ 50 ms (as async) | $(met "${CANCEL_MAX[callback]}" 0 0 0 'a <= 50') |")
+    declare -A RECOVERY_BYTES RECOVERY_LAST
+    for kind in callback async; do
+        echo "== runner-load recovery $kind $recovery_count" >&2
+        line=$("$runner" recovery "$kind" "$recovery_count") || die 3 "runner-load recovery $kind failed: $line"
+        echo "   $line" >&2
+        [ "$(field refreshes "$line")" = 1 ] || die 3 "runner-load recovery $kind: not one refresh: $line"
+        RECOVERY_BYTES[$kind]=$(field bytes_per_item "$line")
+        RECOVERY_LAST[$kind]="$(field last_retry_ms "$line") ms (load $(field loadavg_1m "$line"))"
+    done
+    rows+=("| $(thousands "$recovery_count") callback retriers waiting on one refresh (\`RecoveringRetryPlan.execute(on:)\`): memory per waiting retrier; refresh's end → last retry's start | $(thousands "${RECOVERY_BYTES[callback]}") B; ${RECOVERY_LAST[callback]} | $(thousands "${MEMORY[callback]}") B (a callback retrier waiting on a backoff timer) | $(ratio "${RECOVERY_BYTES[callback]}" "${MEMORY[callback]}") | reported (issue 25) | |")
+    rows+=("| $(thousands "$recovery_count") async retriers waiting on one refresh (\`try await plan.execute { token, attempt in … }\`): memory per waiting retrier; refresh's end → last retry's start | $(thousands "${RECOVERY_BYTES[async]}") B; ${RECOVERY_LAST[async]} | $(thousands "${MEMORY[async]}") B (an async retrier waiting on a backoff) | $(ratio "${RECOVERY_BYTES[async]}" "${MEMORY[async]}") | reported (issue 25) | |")
     load_seconds=$((SECONDS - start))
 fi
 

@@ -5,6 +5,8 @@
 //     runner-load scale   callback|hand-written [count]              wall and CPU time per retrier, 1 ms backoff
 //     runner-load cancel  async|task-sleep|callback|timer [count]  cancel -> completion of waits on a 60 s
 //                         backoff, every core busy with a CPU-bound process (runner-load burn) meanwhile
+//     runner-load recovery callback|async [count]                  bytes per retrier waiting on one refresh, and
+//                         the time from the refresh's end to the last retry's start
 //
 // Each invocation measures one thing in a fresh process (memory freed by an earlier measurement would otherwise be
 // reused and hide the next one) and prints one line of `key=value` pairs, which `run.sh` collects into
@@ -541,13 +543,103 @@ func cancellation(_ kind: String, count: Int) -> String {
         + "burner_threads=\(ProcessInfo.processInfo.activeProcessorCount) loadavg_1m=\(load)"
 }
 
+// MARK: - Recovery
+
+/// The server's answer to a request with an expired token.
+struct Unauthorized: Error {}
+
+/// `count` retriers of `kind` (`callback`: `RecoveringRetryPlan.execute(on:)` on the shared queues; `async`: its async
+/// `execute` in a task each) whose first attempt fails with an expired token, all waiting on one refresh: the memory
+/// per waiting retrier (VmRSS delta / count, the refresh held), then the time from the refresh's end to the start of
+/// the last retry.
+func recovery(_ kind: String, count: Int) -> String {
+    let refreshes = Counter()
+    let failures = Counter()
+    let finished = Counter()
+    let held = HeldRefresh()
+    let session = RetryRecovery<Int>(
+        credential: 1, when: { $0 is Unauthorized },
+        refresh: { old, completion in
+            refreshes.increment()
+            held.keep { completion(.success((old ?? 0) + 1)) }
+        })
+    let plan = RetryPlan.constantDelay(.seconds(60)).giveUpAfter(maxAttempts: 3).recovering(with: session)
+    let retryStarts = Stamps(count: count)
+    warmUp("callback")
+    usleep(100_000)
+    let before = residentBytes()
+    var handles: [RetryHandle<Int>] = []
+    var tasks: [Task<Void, Never>] = []
+    handles.reserveCapacity(count)
+    tasks.reserveCapacity(count)
+    for index in 0..<count {
+        @Sendable func attempt(_ token: Int) throws -> Int {
+            if token == 1 {
+                failures.increment()
+                throw Unauthorized()
+            }
+            retryStarts[index] = uptime()
+            return token
+        }
+        switch kind {
+        case "callback":
+            handles.append(
+                plan.execute(on: queues[index % queues.count]) { (token, _, done: AttemptCompletion<Int>) in
+                    done(Result { try attempt(token) })
+                } completion: { _, _ in finished.increment() })
+        case "async":
+            tasks.append(
+                Task.detached {
+                    _ = try? await plan.execute { token, _ in try attempt(token) }
+                    finished.increment()
+                })
+        default:
+            return "error=unknown kind \(kind)"
+        }
+    }
+    _ = waitUntil { failures.count >= count }
+    drainQueues()
+    usleep(300_000)  // the last ones register with the recovery
+    let after = residentBytes()
+    let refreshEnd = uptime()
+    held.release()
+    let ended = waitUntil { finished.count >= count }
+    var last: UInt64 = 0
+    for index in 0..<count { last = max(last, retryStarts[index]) }
+    let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first ?? "?"
+    return "figure=recovery kind=\(kind) count=\(count) bytes_per_item=\(format(Double(after - before) / Double(count), 0)) "
+        + "refreshes=\(refreshes.count) all_ended=\(ended) "
+        + "last_retry_ms=\(format(Double(last > refreshEnd ? last - refreshEnd : 0) / 1e6, 1)) loadavg_1m=\(load)"
+}
+
+/// A refresh completion kept until ``release()``.
+final class HeldRefresh: @unchecked Sendable {
+    private let lock = NSLock()
+    private var pending: [@Sendable () -> Void] = []
+
+    func keep(_ completion: @escaping @Sendable () -> Void) {
+        lock.lock()
+        pending.append(completion)
+        lock.unlock()
+    }
+
+    func release() {
+        lock.lock()
+        let due = pending
+        pending = []
+        lock.unlock()
+        for completion in due { completion() }
+    }
+}
+
 // MARK: - Main
 
 let arguments = CommandLine.arguments.dropFirst()
 guard arguments.count >= 2 else {
     print(
         "usage: runner-load memory callback|async|timer|task-sleep [count] | timers callback|dispatch|async|task-sleep "
-            + "[count] | scale callback|hand-written [count] | cancel async|task-sleep|callback|timer [count]")
+            + "[count] | scale callback|hand-written [count] | cancel async|task-sleep|callback|timer [count] "
+            + "| recovery callback|async [count]")
     exit(2)
 }
 let figure = arguments[arguments.startIndex]
@@ -559,6 +651,7 @@ case "memory": line = memory(kind, count: count > 0 ? count : 100_000)
 case "timers": line = timers(kind, count: count > 0 ? count : 2_000)
 case "scale": line = scale(kind, count: count > 0 ? count : 10_000)
 case "cancel": line = cancellation(kind, count: count > 0 ? count : 1_000)
+case "recovery": line = recovery(kind, count: count > 0 ? count : 10_000)
 case "burn": burn(threads: count)
 default: line = "error=unknown figure \(figure)"
 }

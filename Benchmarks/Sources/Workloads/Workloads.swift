@@ -47,11 +47,16 @@ public enum Workload: String, CaseIterable, Sendable {
     case asyncFailTwice = "async-fail-twice"
     /// Baseline of `asyncFailTwice`: the seed library's documented loop (`SeedStyleRetry`), same operation.
     case seedFailTwice = "seed-fail-twice"
+    /// A `RetryPlan` (3 attempts, zero delay) run by `execute(on:)`, the operation of `callbackRetryKit`.
+    case callbackPlan = "callback-plan"
+    /// `callbackPlan` with a `RetryRecovery` it never needs (the failures are not ones it recognises): what a
+    /// recovery costs a retrier that does not use it.
+    case callbackRecovering = "callback-recovering"
 
     /// Operation calls per iteration.
     public var callsPerIteration: Int {
         switch self {
-        case .callbackRetryKit, .callbackHand, .asyncFailTwice, .seedFailTwice: 3
+        case .callbackRetryKit, .callbackHand, .asyncFailTwice, .seedFailTwice, .callbackPlan, .callbackRecovering: 3
         case .callbackRetryKitOnce, .withRetryNow, .continuationNow, .asyncSuccess, .directSuccess: 1
         }
     }
@@ -77,6 +82,8 @@ public enum Workload: String, CaseIterable, Sendable {
         case .directSuccess: return runAsync { await asyncLoop(iterations, succeedAt: 1, style: .direct) }
         case .asyncFailTwice: return runAsync { await asyncLoop(iterations, succeedAt: 3, style: .retryKit) }
         case .seedFailTwice: return runAsync { await asyncLoop(iterations, succeedAt: 3, style: .seed) }
+        case .callbackPlan: return runPlanChain(iterations, recovering: false)
+        case .callbackRecovering: return runPlanChain(iterations, recovering: true)
         }
     }
 }
@@ -190,6 +197,40 @@ func runCallback(_ iterations: Int, retryKit: Bool, _ operation: @escaping Legac
     } else {
         handChain(iterations, operation, finished)
     }
+    finished.wait()
+    return callbackQueue.sync { callbackTally }
+}
+
+/// The plan of the plan workloads: 3 attempts, zero delay.
+let chainPlan = RetryPlan.constantDelay(.zero).giveUpAfter(maxAttempts: 3)
+
+/// A recovery that recognises no failure of the workloads: it only gives its credential to every attempt.
+let unusedRecovery = RetryRecovery<Int>(
+    credential: 7, when: { _ in false }, refresh: { old, completion in completion(.success(old ?? 0)) })
+
+/// `remaining` runs of `chainPlan` (with `unusedRecovery` when `recovering`), each started from the previous one's
+/// completion, the operation failing twice then succeeding before it returns.
+func planChain(_ remaining: Int, recovering: Bool, _ finished: DispatchSemaphore) {
+    let completion: @Sendable (Result<Int, any Error>, RetrySummary) -> Void = { result, _ in
+        consume(result)
+        if remaining > 1 { planChain(remaining - 1, recovering: recovering, finished) } else { finished.signal() }
+    }
+    if recovering {
+        chainPlan.recovering(with: unusedRecovery).execute(on: callbackQueue) {
+            (_: Int, attempt: RetryAttempt, done: AttemptCompletion<Int>) in
+            failTwiceNow(attempt.number) { result in done(result) }
+        } completion: { result, summary in completion(result, summary) }
+    } else {
+        chainPlan.execute(on: callbackQueue) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
+            failTwiceNow(attempt.number) { result in done(result) }
+        } completion: { result, summary in completion(result, summary) }
+    }
+}
+
+func runPlanChain(_ iterations: Int, recovering: Bool) -> WorkloadResult {
+    let finished = DispatchSemaphore(value: 0)
+    callbackQueue.sync { callbackTally = WorkloadResult() }
+    planChain(iterations, recovering: recovering, finished)
     finished.wait()
     return callbackQueue.sync { callbackTally }
 }
