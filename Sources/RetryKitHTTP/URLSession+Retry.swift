@@ -117,21 +117,35 @@ extension URLSession {
         observer: ((RetryEvent<RetryResponse>) -> Void)? = nil,
         completionHandler: @escaping (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
     ) -> HTTPRetryTask {
-        let policy = retryPolicy
         // On the main actor, the main queue (where its closures must run); elsewhere a serial queue of the request's own.
         let queue =
             queue
             ?? (isolation === MainActor.shared
                 ? DispatchQueue.main : DispatchQueue(label: "org.retrykit.http.dataTask", target: .global()))
+        return startRetrying(
+            request, policy: retryPolicy, on: queue, isolation: isolation, observer: observer,
+            completionHandler: completionHandler)
+    }
+
+    /// Starts the completion-handler retrier of ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)``
+    /// on `queue`.
+    func startRetrying(
+        _ request: URLRequest, policy: HTTPRetryPolicy, on queue: DispatchQueue, isolation: isolated (any Actor)?,
+        observer: ((RetryEvent<RetryResponse>) -> Void)?,
+        completionHandler: @escaping (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
+    ) -> HTTPRetryTask {
         let url = request.url
         let calls = URLSessionCalls.queue(for: self)
         let outcome = HTTPRequestOutcome()
+        let authentication = policy.authentication
         let handle = startCallbackRetrier(
             configuration: policy.configuration(),
             on: queue,
             scheduler: DispatchTimerScheduler(),
             isolation: isolation,
             operation: { [self] _, done in
+                // With an authenticator, the credential the recovery gave this attempt.
+                let request = authentication?.applied(done.credential, to: request) ?? request
                 // URLSession's calls can block their thread for long under load (see `URLSessionCalls`): made on the
                 // session's queue, they hold neither the request's queue nor its cancellation.
                 calls.async { [self] in
@@ -198,6 +212,9 @@ extension URLSession {
         observer: (RetryEvent<RetryResponse>) -> Void = { _ in }
     ) async throws -> (Data, URLResponse) {
         let policy = retryPolicy
+        if policy.authentication != nil {
+            return try await authenticatedData(for: request, policy: policy, observer: observer)
+        }
         let strategy = policy.strategy(for: request)
         var summary: RetrySummary?
         do {
@@ -220,6 +237,32 @@ extension URLSession {
             case .response(let data, let response): return (data, response)
             case .failure(let error): throw error
             }
+        }
+    }
+
+    /// ``data(for:retryPolicy:isolation:observer:)`` with an authenticator: the retrier of
+    /// ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)`` (a recovery needs the
+    /// completion-handler runner), on a serial queue of its own, awaited. Its events reach `observer` in order on the
+    /// caller's isolation, each after the retrier reported it; all of them before this returns, unless the calling task
+    /// is cancelled.
+    private func authenticatedData(
+        for request: URLRequest, policy: HTTPRetryPolicy, isolation: isolated (any Actor)? = #isolation,
+        observer: (RetryEvent<RetryResponse>) -> Void
+    ) async throws -> (Data, URLResponse) {
+        let (events, sink) = AsyncStream.makeStream(of: RetryEvent<RetryResponse>.self)
+        let task = startRetrying(
+            request, policy: policy, on: DispatchQueue(label: "org.retrykit.http.data", target: .global()),
+            isolation: nil, observer: { @Sendable event in sink.yield(event) },
+            completionHandler: { @Sendable _, _, _, _ in sink.finish() })
+        await withTaskCancellationHandler {
+            for await event in events { observer(event) }
+        } onCancel: {
+            task.cancel()
+        }
+        do {
+            return try await task.value
+        } catch let error as URLError where error.code == .cancelled && Task.isCancelled {
+            throw CancellationError()  // the completion handler's form of this task's own cancellation
         }
     }
 
