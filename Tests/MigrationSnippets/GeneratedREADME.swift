@@ -156,9 +156,23 @@ do {
 #sourceLocation()
 }
 
-// README.md:403: ReadmeVirtualTime (decl)
+// README.md:413: readmeHTTPAuthenticator (body)
+func readmeHTTPAuthenticator() async throws {
+#sourceLocation(file: "README.md", line: 413)
+// Fragment: `OAuthToken`, `tokenService`, `storedToken`, `profileURL` and `show` stand for your app's code.
+let authenticator = HTTPAuthenticator<OAuthToken>(
+    credential: storedToken,
+    apply: { token, request in request.setValue("Bearer \(token.accessToken)", forHTTPHeaderField: "Authorization") },
+    refresh: { token in try await tokenService.refreshed(token?.refreshToken ?? "") })
+let policy = HTTPRetryPolicy().authenticated(by: authenticator)
+let (data, response) = try await URLSession.shared.data(for: URLRequest(url: profileURL), retryPolicy: policy)
+show((data, response))
+#sourceLocation()
+}
+
+// README.md:433: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 403)
+#sourceLocation(file: "README.md", line: 433)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

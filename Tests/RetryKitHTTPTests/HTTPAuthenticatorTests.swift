@@ -260,6 +260,32 @@ struct HTTPAuthenticatorTests {
         await tearDown(server, session)
     }
 
+    /// One answer per give-up: a recovery's give-up ends the same way in the four forms (the completion handler, `try
+    /// await task.value`, `data(for:)`, `policy.run`): a `RetryError` with the recovery's reason, no response.
+    @Test(arguments: [RetryError.Reason.recoveryFailed, .recoveryLimitExceeded])
+    func everyFormEndsARecoveryGiveUpWithTheSameRetryError(reason: RetryError.Reason) async throws {
+        let server = try Self.expiredTokenServer()
+        server.failRefreshes(with: .respond(500))
+        let session = makeSession()
+        let window = reason == .recoveryLimitExceeded ? RecoveryWindow(maximumRefreshes: 0) : RecoveryWindow()
+        let policy = Self.policy(Self.authenticator(server, window: window))
+        let request = makeRequest(url: server.url(Self.itemsPath))
+
+        let expected =
+            reason == .recoveryFailed
+            ? "RetryError(recovery failed after 1 attempt; last error: RefreshRejected(status: 500))"
+            : "RetryError(recovery refreshed too often after 1 attempt; last error: HTTPStatusError(401 from "
+        for form in GiveUpAgreementTests.Form.allCases {
+            let ending = await GiveUpAgreementTests.end(form, request, policy, session)
+            #expect(ending.status == nil && ending.body == nil, "\(form): \(ending)")
+            // The same error in every form, but for the time it took.
+            let error = (ending.error ?? "").replacingOccurrences(
+                of: #" in [0-9.e-]+ seconds"#, with: "", options: .regularExpression)
+            #expect(error.hasPrefix(expected), "\(form): \(error)")
+        }
+        await tearDown(server, session)
+    }
+
     @Test func aFourOhOneOnTheLastAttemptIsReturnedAsTheResponse() async throws {
         let server = try Self.expiredTokenServer()
         let session = makeSession()
