@@ -424,7 +424,9 @@ struct Demo: Sendable {
                 var request = URLRequest(url: refreshURL)
                 request.httpMethod = "POST"
                 let (data, response) = try await refreshSession.data(for: request)
-                guard (response as? HTTPURLResponse)?.statusCode == 200 else { throw URLError(.userAuthenticationRequired) }
+                guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+                    throw URLError(.userAuthenticationRequired)
+                }
                 return String(decoding: data, as: UTF8.self)
             })
         var plain = HTTPRetryPolicy()

@@ -233,7 +233,8 @@ public enum AuthenticationError: Error {
 
 /// Applies an authenticator's credential to every request and refreshes it once for every request that failed with it
 /// (Alamofire's `AuthenticationInterceptor`). The stand-in does nothing.
-public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: RequestInterceptor, @unchecked Sendable {
+public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: RequestInterceptor, @unchecked Sendable
+{
     // @unchecked: the stand-in stores only immutable values and a credential nobody mutates.
     /// The credential type of the authenticator.
     public typealias Credential = AuthenticatorType.Credential

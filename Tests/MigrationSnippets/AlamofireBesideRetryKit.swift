@@ -6,14 +6,14 @@
 
 import AlamofireStandIn
 import Foundation
-
-#if canImport(FoundationNetworking)
-    import FoundationNetworking
-#endif
 import RetryKit
 import RetryKitHTTP
 import RetryKitTesting
 import Testing
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
 
 /// Every public type of the stand-in, where a type is expected.
 private struct AlamofireTypes {
