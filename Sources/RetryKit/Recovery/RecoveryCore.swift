@@ -93,11 +93,6 @@ package final class RecoveryCore: Sendable {
         state.withLock { $0.refreshesStarted }
     }
 
-    /// How many retriers wait for the refresh in flight (for tests that must know every retrier waits).
-    package var waitingCount: Int {
-        state.withLock { $0.waiters.count }
-    }
-
     /// A credential newer than generation `stale` (any credential for `nil`), now or later.
     ///
     /// Answered at once when such a credential is there, no refresh runs and it does not need one before use
