@@ -127,9 +127,27 @@ func pollFeed(whileOnline online: RetryCondition) -> Task<Void, any Error> {
 #sourceLocation()
 }
 
-// README.md:331: ReadmeErrors (test)
+// README.md:245: ReadmeRecovery (body)
+func ReadmeRecovery() async throws {
+#sourceLocation(file: "README.md", line: 245)
+// Fragment: `api`, `APIError` and `show` stand for your app's code.
+let session = RetryRecovery<String>(
+    credential: "stored-token",
+    when: { ($0 as? APIError)?.isUnauthorized == true },  // which failures a refresh answers
+    refresh: { old, completion in
+        api.refreshToken(old) { token, error in completion(token.map { .success($0) } ?? .failure(APIError.other)) }
+    })
+let plan = RetryPlan.exponentialBackoff().giveUpAfter(maxAttempts: 4).recovering(with: session)
+
+plan.execute(on: .main) { token, attempt, done in                         // completion handler
+    api.load(id: 42, token: token) { profile, error in done(profile, error) }
+} completion: { result, summary in show(result) }
+#sourceLocation()
+}
+
+// README.md:362: ReadmeErrors (test)
 @Test("README.md: ReadmeErrors") func ReadmeErrors() async throws {
-#sourceLocation(file: "README.md", line: 331)
+#sourceLocation(file: "README.md", line: 362)
 struct Busy: LocalizedError {
     var errorDescription: String? { "The server is busy" }
 }
@@ -156,9 +174,9 @@ do {
 #sourceLocation()
 }
 
-// README.md:413: readmeHTTPAuthenticator (body)
+// README.md:444: readmeHTTPAuthenticator (body)
 func readmeHTTPAuthenticator() async throws {
-#sourceLocation(file: "README.md", line: 413)
+#sourceLocation(file: "README.md", line: 444)
 // Fragment: `OAuthToken`, `tokenService`, `storedToken`, `profileURL` and `show` stand for your app's code.
 let authenticator = HTTPAuthenticator<OAuthToken>(
     credential: storedToken,
@@ -170,9 +188,9 @@ show((data, response))
 #sourceLocation()
 }
 
-// README.md:433: ReadmeVirtualTime (decl)
+// README.md:464: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 433)
+#sourceLocation(file: "README.md", line: 464)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

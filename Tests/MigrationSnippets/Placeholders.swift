@@ -56,6 +56,29 @@ func log(_ message: String) {
     _ = message
 }
 
+// MARK: - Your code with a login
+
+/// An error of your API.
+enum APIError: Error {
+    case unauthorized
+    case other
+
+    /// Whether the server rejected the credential.
+    var isUnauthorized: Bool { self == .unauthorized }
+}
+
+extension ProfileAPI {
+    /// Makes a new token from the current one; calls `completion` once, on any thread.
+    func refreshToken(_ current: String?, completion: @escaping @Sendable (String?, (any Error)?) -> Void) {
+        completion("new-token", nil)
+    }
+
+    /// Loads a profile with a token; calls `completion` once, on any thread.
+    func load(id: Int, token: String, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void) {
+        completion(Profile(id: id, name: "Ada"), nil)
+    }
+}
+
 /// An OAuth token as an app keeps it (Migration.md, "From Alamofire's AuthenticationInterceptor").
 struct OAuthToken: Sendable, Equatable {
     var accessToken: String

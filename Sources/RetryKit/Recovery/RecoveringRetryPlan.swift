@@ -25,7 +25,7 @@ extension RetryPlan {
 /// Its runs are those of the plan, with two differences: each attempt receives the credential the recovery gives (an
 /// attempt that would start while a refresh runs waits for it), and a failure the recovery recognises is answered by
 /// the recovery (``RetryNextStep/recover``) instead of the strategy. Every style runs on the completion-handler
-/// runner, so that all of them behave alike to the event: the async ``execute(isolation:operation:observer:)`` awaits
+/// runner, so that all of them behave alike to the event: the async ``execute(scheduler:operation:observer:)`` awaits
 /// such a run.
 public struct RecoveringRetryPlan<Credential: Sendable>: Sendable {
     /// The plan: limits, budget, condition, strategy.

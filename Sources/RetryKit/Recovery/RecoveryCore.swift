@@ -88,6 +88,11 @@ package final class RecoveryCore: Sendable {
         state.withLock { ($0.credential, $0.generation) }
     }
 
+    /// How many retriers wait for the refresh in flight (for tests and benchmarks).
+    package var waitingCount: Int {
+        state.withLock { $0.waiters.count }
+    }
+
     /// How many refreshes have started.
     var refreshesStarted: UInt64 {
         state.withLock { $0.refreshesStarted }
