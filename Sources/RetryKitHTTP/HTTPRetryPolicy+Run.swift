@@ -31,6 +31,10 @@ extension HTTPRetryPolicy {
     ///
     /// A transport error that `classify` calls ``TransportFailure/timedOut`` costs the budget's `timeoutRetryCost`.
     ///
+    /// With an authenticator (``authenticated(by:)``) this runs as
+    /// ``run(authenticatedBy:method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
+    /// does, without handing the credential to `operation`: use that one, whose operation receives it.
+    ///
     /// - Parameters:
     ///   - method: The request's method.
     ///   - url: The request's URL, for custom decisions; `nil` by default.

@@ -32,6 +32,12 @@ import RetryKit
 ///   An empty script, and a path without a script, answer `404 Not Found`.
 /// - Setting a script for a path replaces the old one and starts it from its first step; recorded requests are kept.
 ///
+/// ## Bearer tokens
+///
+/// ``requireBearerToken(on:refreshPath:)`` makes paths answer 401 unless the request carries the current token
+/// (`Authorization: Bearer token-N`); ``expireToken()`` invalidates it, and the next valid token is the one a refresh
+/// issues (a request to the refresh path, or ``refreshToken()``), counted by ``tokenRefreshes``.
+///
 /// ## Connections
 ///
 /// Each connection is served on its own thread and carries one request: every response says `Connection: close`
