@@ -38,7 +38,7 @@ import Foundation
 ///
 /// - `RetryError.Reason.recoveryFailed`: the refresh failed; its `lastError` is the refresh's error. Every request
 ///   waiting for that refresh ends this way.
-/// - `RetryError.Reason.recoveryLimitExceeded`: a refresh was needed but the ``RecoveryWindow`` allows no more now; its
+/// - `RetryError.Reason.recoveryLimitExceeded`: a refresh was needed but the `RecoveryWindow` allows no more now; its
 ///   `lastError` is the attempt's ``HTTPStatusError`` (the 401), if an attempt ran.
 ///
 /// A 401 on the last attempt the policy allows is not refreshed: the request gives up with that response, as with any
