@@ -29,7 +29,7 @@ struct RetryKitDemo {
     }
 
     enum Scenario: String, CaseIterable {
-        case legacy, bridged, http, cancel
+        case legacy, bridged, http, cancel, refresh
 
         var title: String {
             switch self {
@@ -37,6 +37,7 @@ struct RetryKitDemo {
             case .bridged: return "The same legacy call, bridged into async/await with withRetry"
             case .http: return "URLSession with HTTPRetryPolicy, honouring Retry-After"
             case .cancel: return "Cancellation in the middle of a 2 s backoff"
+            case .refresh: return "100 requests with an expired token share one refresh (HTTPAuthenticator)"
             }
         }
 
@@ -47,6 +48,7 @@ struct RetryKitDemo {
             case .bridged: return "/bridged/weather"
             case .http: return "/http/forecast"
             case .cancel: return "/cancel/always-503"
+            case .refresh: return "/refresh/profile"
             }
         }
     }
@@ -65,7 +67,7 @@ struct RetryKitDemo {
     static let baseDelayRange = 0...5_000
 
     static let usage = """
-        usage: retrykit-demo [SCENARIO…] [--max-attempts N] [--base-delay-ms N]
+        usage: retrykit-demo [SCENARIO… | --scenario SCENARIO…] [--max-attempts N] [--base-delay-ms N]
 
         Runs each style of RetryKit against a flaky endpoint on a scripted HTTP server bound to 127.0.0.1
         and prints a per-attempt timeline (attempt, outcome, chosen delay, actual wait).
@@ -75,15 +77,19 @@ struct RetryKitDemo {
           bridged   \(Scenario.bridged.title)
           http      \(Scenario.http.title)
           cancel    \(Scenario.cancel.title)
+          refresh   \(Scenario.refresh.title)
 
         options (`--flag value` or `--flag=value`):
+          --scenario NAME     run this scenario (as the plain NAME does; repeat it for more)
           --max-attempts N    attempts per retrier, \(maxAttemptsRange.lowerBound) to \(maxAttemptsRange.upperBound) \
         (default 4). The flaky endpoints fail twice, so
                               below 3 the retriers give up, and with 1 the cancel scenario has no wait to cancel:
                               the demo expects exactly that.
           --base-delay-ms N   first backoff delay of legacy and bridged, \(baseDelayRange.lowerBound) to \
         \(baseDelayRange.upperBound) ms (default 100);
-                              http waits as its Retry-After header says, cancel waits 2 s
+                              http waits as its Retry-After header says, cancel waits 2 s;
+                              refresh retries a 401 at once after the refresh, and prints
+                              `refresh: requests=N succeeded=N refreshes=N`
           -h, --help          print this help and exit
 
         exit status: 0 when every scenario ended as expected for these flags, 1 when one did not,
@@ -118,6 +124,12 @@ struct RetryKitDemo {
                 if value != nil { index += 1 }
             }
             switch flag {
+            case "--scenario":
+                guard let value else { return .failure(DemoUsageError("--scenario takes a scenario's name")) }
+                guard let scenario = Scenario(rawValue: value) else {
+                    return .failure(DemoUsageError("unknown scenario '\(value)'"))
+                }
+                if !chosen.contains(scenario) { chosen.append(scenario) }
             case "--max-attempts":
                 guard let number = wholeNumber(value, in: maxAttemptsRange) else {
                     return .failure(DemoUsageError(flag, value, expects: maxAttemptsRange))
@@ -218,10 +230,14 @@ struct Outcome: Equatable, CustomStringConvertible {
     }
 
     let ending: Ending
+    /// How many requests the server received (refresh: how many it accepted with the valid token).
     let requests: Int
+    /// How many tokens the server issued to refreshes (refresh only).
+    var refreshes: Int? = nil
 
     var description: String {
-        "\(ending.rawValue) after \(requests) request\(requests == 1 ? "" : "s")"
+        let refreshed = refreshes.map { ", \($0) refresh\($0 == 1 ? "" : "es")" } ?? ""
+        return "\(ending.rawValue) after \(requests) request\(requests == 1 ? "" : "s")\(refreshed)"
     }
 }
 
@@ -258,6 +274,12 @@ struct Demo: Sendable {
         case .cancel:
             // The first attempt fails; with a retry left, the retrier waits 2 s and is cancelled during the wait.
             return Outcome(ending: attempts >= 2 ? .cancelled : .gaveUp, requests: 1)
+        case .refresh:
+            // Every first attempt gets 401; with a retry left, one refresh and every retry accepted. With one attempt the
+            // 401 is the last response: no refresh.
+            return attempts >= 2
+                ? Outcome(ending: .succeeded, requests: refreshRequests, refreshes: 1)
+                : Outcome(ending: .gaveUp, requests: 0, refreshes: 0)
         }
     }
 
@@ -269,6 +291,7 @@ struct Demo: Sendable {
         case .bridged: ending = await bridged(path)
         case .http: ending = await http(path)
         case .cancel: ending = await cancel(path)
+        case .refresh: return await refresh(path).outcome
         }
         return Outcome(ending: ending, requests: server.requestCount(to: path))
     }
@@ -359,6 +382,90 @@ struct Demo: Sendable {
             print("  error: \(Timeline.describe(error))")
             return Self.ending(of: error)
         }
+    }
+
+    /// How many requests the refresh scenario sends.
+    static let refreshRequests = 100
+
+    /// What the refresh scenario measured.
+    struct RefreshCounts: Equatable {
+        let requests: Int
+        let succeeded: Int
+        let refreshes: Int
+        /// The requests the server accepted with the valid token.
+        let accepted: Int
+
+        /// The scenario's one summary line.
+        var line: String { "refresh: requests=\(requests) succeeded=\(succeeded) refreshes=\(refreshes)" }
+
+        var outcome: Outcome {
+            Outcome(
+                ending: succeeded == requests ? .succeeded : .gaveUp, requests: accepted, refreshes: refreshes)
+        }
+    }
+
+    /// 100 concurrent requests, half `dataTask(with:retryPolicy:)` and half `data(for:retryPolicy:)`, whose bearer
+    /// token has expired: one `HTTPAuthenticator` refreshes it once for all of them.
+    func refresh(_ path: String) async -> RefreshCounts {
+        let refreshPath = "/refresh/token"
+        server.script(path, [.respond(200, body: "profile")])
+        let expired = server.requireBearerToken(on: [path], refreshPath: refreshPath)
+        server.expireToken()
+        let count = Self.refreshRequests
+        print("  GET \(path) ×\(count), half dataTask, half data(for:), with \(expired), which has expired")
+        print("  POST \(refreshPath) issues the next token")
+
+        let refreshURL = server.url(refreshPath)
+        let refreshSession = client.session
+        let authenticator = HTTPAuthenticator<String>(
+            credential: expired,
+            apply: { token, request in request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") },
+            refresh: { _ in
+                var request = URLRequest(url: refreshURL)
+                request.httpMethod = "POST"
+                let (data, response) = try await refreshSession.data(for: request)
+                guard (response as? HTTPURLResponse)?.statusCode == 200 else {
+                    throw URLError(.userAuthenticationRequired)
+                }
+                return String(decoding: data, as: UTF8.self)
+            })
+        var plain = HTTPRetryPolicy()
+        plain.retryLimit = UInt(options.maxAttempts - 1)
+        plain.exponentialBackoffScale = 0.1
+        let policy = plain.authenticated(by: authenticator)
+
+        let configuration = Self.sessionConfiguration()
+        configuration.httpMaximumConnectionsPerHost = 16
+        let session = URLSession(configuration: configuration)
+        defer { session.finishTasksAndInvalidate() }
+        let request = URLRequest(url: server.url(path))
+        let succeeded = await withTaskGroup(of: Bool.self) { group in
+            for index in 0..<count {
+                if index.isMultiple(of: 2) {
+                    group.addTask {
+                        await withCheckedContinuation { continuation in
+                            session.dataTask(with: request, retryPolicy: policy) { _, response, _, _ in
+                                continuation.resume(returning: (response as? HTTPURLResponse)?.statusCode == 200)
+                            }
+                        }
+                    }
+                } else {
+                    group.addTask {
+                        let response = try? await session.data(for: request, retryPolicy: policy).1
+                        return (response as? HTTPURLResponse)?.statusCode == 200
+                    }
+                }
+            }
+            return await group.reduce(0) { $0 + ($1 ? 1 : 0) }
+        }
+        let valid = server.currentToken.map { "Bearer \($0)" }
+        let accepted = server.requests(to: path).filter { recorded in
+            recorded.headers.contains { $0.name.lowercased() == "authorization" && $0.value == valid }
+        }.count
+        let counts = RefreshCounts(
+            requests: count, succeeded: succeeded, refreshes: server.tokenRefreshes, accepted: accepted)
+        print(counts.line)
+        return counts
     }
 
     private func cancel(_ path: String) async -> Outcome.Ending {

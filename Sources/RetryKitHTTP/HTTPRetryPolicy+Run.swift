@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 
 /// Retrying the requests of any HTTP client.
@@ -30,6 +31,10 @@ extension HTTPRetryPolicy {
     ///
     /// A transport error that `classify` calls ``TransportFailure/timedOut`` costs the budget's `timeoutRetryCost`.
     ///
+    /// With an authenticator (``authenticated(by:)``) this runs as
+    /// ``run(authenticatedBy:method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
+    /// does, without handing the credential to `operation`: use that one, whose operation receives it.
+    ///
     /// - Parameters:
     ///   - method: The request's method.
     ///   - url: The request's URL, for custom decisions; `nil` by default.
@@ -54,6 +59,12 @@ extension HTTPRetryPolicy {
         observer: (RetryEvent<Response>) -> Void = { _ in },
         operation: @escaping @Sendable (_ attempt: RetryAttempt) async throws -> Response
     ) async throws -> Response {
+        if authentication != nil {
+            return try await runRecovering(
+                method: method, url: url, requestHeader: requestHeader, statusCode: statusCode,
+                responseHeader: responseHeader, classify: classify, observer: observer,
+                operation: { _, attempt in try await operation(attempt) })
+        }
         let policy = self
         let strategy = strategy(method: method, url: url, requestHeader: requestHeader, classify: classify)
         var summary: RetrySummary?
@@ -80,11 +91,140 @@ extension HTTPRetryPolicy {
                     observer(event)
                 })
         } catch {
-            if let response = Self.lastResponse(in: error, as: Response.self) { return response }
-            guard let summary, summary.reason != .cancelled, (error as? RetryError)?.reason != summary.reason else {
-                throw error
-            }
-            throw RetryError(summary.reason, lastError: error, attempts: summary.attempts, elapsed: summary.elapsed)
+            return try Self.giveUp(error, summary: summary, as: Response.self)
+        }
+    }
+
+    /// What a run that ended with `error` returns or throws: the last failing response, or a `RetryError` whose reason
+    /// is the summary's.
+    private static func giveUp<Response>(_ error: any Error, summary: RetrySummary?, as type: Response.Type) throws
+        -> Response
+    {
+        if let response = Self.lastResponse(in: error, as: Response.self) { return response }
+        guard let summary, summary.reason != .cancelled, (error as? RetryError)?.reason != summary.reason else {
+            throw error
+        }
+        throw RetryError(summary.reason, lastError: error, attempts: summary.attempts, elapsed: summary.elapsed)
+    }
+
+    /// Runs `operation` with the credential `authenticator` gives each attempt, until it returns a response that does
+    /// not fail its attempt: ``run(method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``
+    /// for a client that authenticates with an ``HTTPAuthenticator``.
+    ///
+    /// ```swift
+    /// let response = try await policy.run(
+    ///     authenticatedBy: authenticator,
+    ///     method: .get,
+    ///     statusCode: { Int($0.status.code) }, responseHeader: { $0.headers.first(name: $1) }
+    /// ) { token, _ in
+    ///     var request = HTTPClientRequest(url: "https://api.example.com/items")
+    ///     request.headers.add(name: "Authorization", value: "Bearer \(token.access)")
+    ///     return try await client.execute(request, timeout: .seconds(10))
+    /// }
+    /// ```
+    ///
+    /// A generic client has no `URLRequest`, so the operation applies the credential itself; the authenticator's
+    /// `apply` is not used here. A response with a status in the authenticator's
+    /// ``HTTPAuthenticator/failureStatusCodes`` fails its attempt and is answered by its recovery (one refresh for every
+    /// waiting run, then a retry at once with the new credential). The run goes on the completion-handler runner (a
+    /// recovery needs it), on a serial queue of its own: the policy's decisions run there, each attempt runs in a new
+    /// `Task`, and the events reach `observer` on the caller's isolation, in order, all before this returns unless the
+    /// calling task is cancelled.
+    ///
+    /// - **Returns** the first response that does not fail its attempt, or the last response when the retrier gives up
+    ///   on a failing one (a 401 on the last attempt too), as the other `run`.
+    /// - **Throws** `RetryError` with `RetryError.Reason.recoveryFailed` (its `lastError` the refresh's error) or
+    ///   `RetryError.Reason.recoveryLimitExceeded` when the recovery cannot give a credential; otherwise as the other
+    ///   `run`. Cancelling the calling task cancels the attempt's task, or the wait for a refresh, and throws
+    ///   `CancellationError` at once.
+    ///
+    /// - Parameters:
+    ///   - authenticator: The authenticator whose recovery gives the credentials; it replaces any the policy has.
+    ///   - method: The request's method.
+    ///   - url: The request's URL, for custom decisions; `nil` by default.
+    ///   - requestHeader: Looks a request header up by name, case-insensitively (for `Idempotency-Key`).
+    ///   - statusCode: The status code of a response.
+    ///   - responseHeader: Looks a header of a response up by name, case-insensitively (for `Retry-After`).
+    ///   - classify: The transport failure an error of `operation` stands for, or `nil` if it is none;
+    ///     ``TransportFailure/init(classifying:)`` by default.
+    ///   - isolation: The actor `observer` runs on; inherited from the caller.
+    ///   - observer: Receives the retrier's `RetryEvent`s in order; a failing response arrives as an
+    ///     ``HTTPStatusError`` whose `response` is the client's.
+    ///   - operation: Sends the request once with the credential; run in a new `Task`, cancelled with the calling task
+    ///     or by RetryKit's attempt timeout.
+    /// - Returns: The response of the final attempt.
+    public func run<Credential: Sendable, Response: Sendable>(
+        authenticatedBy authenticator: HTTPAuthenticator<Credential>,
+        method: HTTPRequestMethod,
+        url: URL? = nil,
+        requestHeader: @escaping @Sendable (String) -> String? = { _ in nil },
+        statusCode: @escaping @Sendable (Response) -> Int,
+        responseHeader: @escaping @Sendable (Response, String) -> String?,
+        classify: @escaping @Sendable (any Error) -> TransportFailure? = { TransportFailure(classifying: $0) },
+        isolation: isolated (any Actor)? = #isolation,
+        observer: (RetryEvent<Response>) -> Void = { _ in },
+        operation: @escaping @Sendable (_ credential: Credential, _ attempt: RetryAttempt) async throws -> Response
+    ) async throws -> Response {
+        try await authenticated(by: authenticator).runRecovering(
+            method: method, url: url, requestHeader: requestHeader, statusCode: statusCode,
+            responseHeader: responseHeader, classify: classify, observer: observer,
+            operation: { credential, attempt in
+                // Always a `Credential`: the recovery only holds the authenticator's credentials.
+                guard let credential = credential as? Credential else {
+                    throw RetryError(.invalidConfiguration("internal: an attempt without a credential"))
+                }
+                return try await operation(credential, attempt)
+            })
+    }
+
+    /// A run with the policy's authenticator, on the completion-handler runner (see
+    /// ``run(authenticatedBy:method:url:requestHeader:statusCode:responseHeader:classify:isolation:observer:operation:)``).
+    private func runRecovering<Response: Sendable>(
+        method: HTTPRequestMethod, url: URL?, requestHeader: @escaping @Sendable (String) -> String?,
+        statusCode: @escaping @Sendable (Response) -> Int,
+        responseHeader: @escaping @Sendable (Response, String) -> String?,
+        classify: @escaping @Sendable (any Error) -> TransportFailure?,
+        isolation: isolated (any Actor)? = #isolation,
+        observer: (RetryEvent<Response>) -> Void,
+        operation: @escaping @Sendable (_ credential: (any Sendable)?, _ attempt: RetryAttempt) async throws -> Response
+    ) async throws -> Response {
+        let policy = self
+        let summary = Locked<RetrySummary?>(nil)
+        let (events, sink) = AsyncStream.makeStream(of: RetryEvent<Response>.self)
+        let handle = startCallbackRetrier(
+            configuration: configuration(classify: classify),
+            on: DispatchQueue(label: "org.retrykit.http.run", target: .global()),
+            scheduler: .dispatch,
+            isolation: nil,
+            operation: { @Sendable attempt, done in
+                let credential = done.credential
+                taskAttempt { attempt in
+                    let response = try await operation(credential, attempt)
+                    let failure = HTTPStatusError(
+                        statusCode: statusCode(response), response: response,
+                        header: { responseHeader(response, $0) })
+                    let context = HTTPRetryContext(
+                        method: method, url: url, requestHeader: requestHeader, error: failure, classify: classify,
+                        now: Date())
+                    if policy.treatsAsFailure(context) { throw failure }
+                    return response
+                }(attempt, done)
+            },
+            strategy: strategy(method: method, url: url, requestHeader: requestHeader, classify: classify),
+            observer: { @Sendable event in sink.yield(event) },
+            completion: { @Sendable _, ended in
+                summary.withLock { $0 = ended }
+                sink.finish()
+            })
+        await withTaskCancellationHandler {
+            for await event in events { observer(event) }
+        } onCancel: {
+            handle.cancel()
+        }
+        do {
+            return try await handle.value
+        } catch {
+            return try Self.giveUp(error, summary: summary.withLock { $0 }, as: Response.self)
         }
     }
 

@@ -152,6 +152,8 @@ public struct HTTPRetryPolicy: Sendable {
     public var budget: RetryBudget?
 
     var decisions: [Decision] = []
+    /// The authenticator given to ``authenticated(by:)``, its credential's type erased; `nil` for none.
+    var authentication: HTTPAuthentication?
 
     /// A policy with Alamofire's parameter names and defaults, plus RetryKit's defaults for the rest.
     ///
@@ -212,9 +214,11 @@ public struct HTTPRetryPolicy: Sendable {
     func configuration(
         classify: @escaping @Sendable (any Error) -> TransportFailure? = { TransportFailure(classifying: $0) }
     ) -> RetryConfiguration {
-        RetryConfiguration(
+        var configuration = RetryConfiguration(
             maxAttempts: maxAttempts, totalTimeout: totalTimeout, attemptTimeout: attemptTimeout, budget: budget,
             isTimeout: { !($0 is HTTPStatusError) && classify($0) == .timedOut })
+        configuration.recovery = authentication?.recovery
+        return configuration
     }
 
     /// The backoff the policy uses for retryable statuses and errors:
@@ -411,6 +415,7 @@ extension HTTPRetryPolicy {
     /// ``HTTPStatusError`` and the policy decides whether to retry it (see "Which responses fail their attempt").
     package func treatsAsFailure(_ context: HTTPRetryContext) -> Bool {
         guard let status = context.statusCode else { return true }
+        if let authentication, authentication.failureStatusCodes.contains(status) { return true }
         if retryableHTTPStatusCodes.contains(status) || retryAfterStatusCodes.contains(status) { return true }
         if case .stop = decision(for: context) { return false }
         return true

@@ -49,7 +49,8 @@ public final class HTTPRetryTask: Sendable {
     ///   its attempt, or the **last response** when the retrier gives up on a failing one (a 503 after the last retry
     ///   is returned, not thrown), as `data(for:retryPolicy:)` and `HTTPRetryPolicy.run` do.
     /// - **Throws** the error the completion handler receives (a `URLError` for a transport failure, with the
-    ///   give-up's `RetryError` under ``HTTPRetryPolicy/giveUpErrorKey``; `URLError.cancelled` after ``cancel()``).
+    ///   give-up's `RetryError` under ``HTTPRetryPolicy/giveUpErrorKey``; `URLError.cancelled` after ``cancel()``; a
+    ///   `RetryError` when an authenticator's recovery cannot give a credential).
     ///
     /// Returns after the completion handler has run. Any number of tasks may await it. Cancelling an awaiting task
     /// cancels the request (as ``cancel()`` does) and the await throws `CancellationError` at once, unless the request

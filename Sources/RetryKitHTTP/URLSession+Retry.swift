@@ -61,6 +61,9 @@ extension URLSession {
     ///   `RetryError.Reason.cancelled`.
     /// - An invalid policy (a non-positive ``HTTPRetryPolicy/attemptTimeout``, a negative
     ///   ``HTTPRetryPolicy/totalTimeout``) gives RetryKit's `RetryError` and sends nothing.
+    /// - With an authenticator (``HTTPRetryPolicy/authenticated(by:)``), a recovery that cannot give a credential gives
+    ///   `(nil, nil, RetryError)`: reason `.recoveryFailed` (its `lastError` is the refresh's error) or
+    ///   `.recoveryLimitExceeded` (its `lastError` is the 401's ``HTTPStatusError``), never the 401 response.
     ///
     /// Every way to run a policy ends a give-up on a failing response this same way: `try await task.value` on the
     /// returned ``HTTPRetryTask``, ``data(for:retryPolicy:isolation:observer:)`` and
@@ -70,6 +73,15 @@ extension URLSession {
     /// The summary says how the retrier ended (`summary.reason`) and how many attempts ran (`summary.attempts`);
     /// `retryPolicy.maxAttempts - summary.attempts` is the "retries left" of a hand-written
     /// recursive `requestWithRetry`.
+    ///
+    /// ## Authentication
+    ///
+    /// With an ``HTTPAuthenticator`` (``HTTPRetryPolicy/authenticated(by:)``), each attempt sends `request` with the
+    /// credential the authenticator's recovery gives it (an attempt that would start while a refresh runs waits for
+    /// it), and a response in its ``HTTPAuthenticator/failureStatusCodes`` fails the attempt and waits for the one
+    /// refresh every waiting request shares, then retries at once. The refresh runs on `queue` (in a block of its
+    /// own) for the request that starts it. Cancelling a request that waits for a refresh completes it at once with
+    /// `URLError.cancelled`; the refresh goes on for the others.
     ///
     /// ## Cancellation and timeouts
     ///
@@ -90,7 +102,8 @@ extension URLSession {
     /// (README, "Platforms").
     ///
     /// - Parameters:
-    ///   - request: The request to send; every attempt sends it unchanged.
+    ///   - request: The request to send; every attempt sends it unchanged, but for the credential of the policy's
+    ///     authenticator, if it has one.
     ///   - retryPolicy: Which failures to retry, how long to wait, and the limits; pass `HTTPRetryPolicy()` for the
     ///     defaults. It has no default value, so that this method is never called by mistake: Foundation's
     ///     `dataTask(with:completionHandler:)` with a four-parameter closure does not compile instead of retrying.
@@ -117,21 +130,35 @@ extension URLSession {
         observer: ((RetryEvent<RetryResponse>) -> Void)? = nil,
         completionHandler: @escaping (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
     ) -> HTTPRetryTask {
-        let policy = retryPolicy
         // On the main actor, the main queue (where its closures must run); elsewhere a serial queue of the request's own.
         let queue =
             queue
             ?? (isolation === MainActor.shared
                 ? DispatchQueue.main : DispatchQueue(label: "org.retrykit.http.dataTask", target: .global()))
+        return startRetrying(
+            request, policy: retryPolicy, on: queue, isolation: isolation, observer: observer,
+            completionHandler: completionHandler)
+    }
+
+    /// Starts the completion-handler retrier of ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)``
+    /// on `queue`.
+    func startRetrying(
+        _ request: URLRequest, policy: HTTPRetryPolicy, on queue: DispatchQueue, isolation: isolated (any Actor)?,
+        observer: ((RetryEvent<RetryResponse>) -> Void)?,
+        completionHandler: @escaping (Data?, URLResponse?, (any Error)?, RetrySummary) -> Void
+    ) -> HTTPRetryTask {
         let url = request.url
         let calls = URLSessionCalls.queue(for: self)
         let outcome = HTTPRequestOutcome()
+        let authentication = policy.authentication
         let handle = startCallbackRetrier(
             configuration: policy.configuration(),
             on: queue,
             scheduler: DispatchTimerScheduler(),
             isolation: isolation,
             operation: { [self] _, done in
+                // With an authenticator, the credential the recovery gave this attempt.
+                let request = authentication?.applied(done.credential, to: request) ?? request
                 // URLSession's calls can block their thread for long under load (see `URLSessionCalls`): made on the
                 // session's queue, they hold neither the request's queue nor its cancellation.
                 calls.async { [self] in
@@ -176,7 +203,15 @@ extension URLSession {
     ///   next retry): a 503 after the last retry is returned, not thrown.
     /// - **Throws** the last attempt's `URLError` when the retrier gives up on a transport error (`URLError.timedOut`
     ///   for an attempt RetryKit timed out), `CancellationError` when the calling task is cancelled, or RetryKit's
-    ///   `RetryError` for an invalid policy.
+    ///   `RetryError` for an invalid policy, and, with an authenticator, when its recovery cannot give a credential
+    ///   (`.recoveryFailed`, `.recoveryLimitExceeded`: the same error the completion handler receives).
+    ///
+    /// With an authenticator (``HTTPRetryPolicy/authenticated(by:)``) the request runs on the completion-handler
+    /// runner of ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)`` (a recovery needs it), on
+    /// a serial queue of its own, and this call awaits it: the policy's decisions and the refresh run on that queue,
+    /// and the events reach `observer` on the caller's isolation, in order, each shortly after it happened, all of them
+    /// before this returns (unless the calling task is cancelled). Cancelling the calling task while the request waits
+    /// for a refresh throws `CancellationError` at once; the refresh goes on for the others.
     ///
     /// Cancelling the calling task cancels the in-flight `URLSessionDataTask` (or the wait) and throws
     /// `CancellationError` at once, without waiting for URLSession to report the cancelled data task. A per-attempt
@@ -185,9 +220,11 @@ extension URLSession {
     /// ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)``).
     ///
     /// - Parameters:
-    ///   - request: The request to send; every attempt sends it unchanged.
+    ///   - request: The request to send; every attempt sends it unchanged, but for the credential of the policy's
+    ///     authenticator, if it has one.
     ///   - retryPolicy: Which failures to retry, how long to wait, and the limits.
-    ///   - isolation: The actor the policy's decisions and `observer` run on; inherited from the caller.
+    ///   - isolation: The actor the policy's decisions and `observer` run on (with an authenticator, `observer` only);
+    ///     inherited from the caller.
     ///   - observer: Receives the retrier's `RetryEvent`s in order, with RetryKit's own errors (an
     ///     ``HTTPStatusError`` for a failing response). Ignores them by default.
     /// - Returns: The body and the response of the final attempt.
@@ -198,6 +235,9 @@ extension URLSession {
         observer: (RetryEvent<RetryResponse>) -> Void = { _ in }
     ) async throws -> (Data, URLResponse) {
         let policy = retryPolicy
+        if policy.authentication != nil {
+            return try await authenticatedData(for: request, policy: policy, observer: observer)
+        }
         let strategy = policy.strategy(for: request)
         var summary: RetrySummary?
         do {
@@ -220,6 +260,32 @@ extension URLSession {
             case .response(let data, let response): return (data, response)
             case .failure(let error): throw error
             }
+        }
+    }
+
+    /// ``data(for:retryPolicy:isolation:observer:)`` with an authenticator: the retrier of
+    /// ``dataTask(with:retryPolicy:queue:isolation:observer:completionHandler:)`` (a recovery needs the
+    /// completion-handler runner), on a serial queue of its own, awaited. Its events reach `observer` in order on the
+    /// caller's isolation, each after the retrier reported it; all of them before this returns, unless the calling task
+    /// is cancelled.
+    private func authenticatedData(
+        for request: URLRequest, policy: HTTPRetryPolicy, isolation: isolated (any Actor)? = #isolation,
+        observer: (RetryEvent<RetryResponse>) -> Void
+    ) async throws -> (Data, URLResponse) {
+        let (events, sink) = AsyncStream.makeStream(of: RetryEvent<RetryResponse>.self)
+        let task = startRetrying(
+            request, policy: policy, on: DispatchQueue(label: "org.retrykit.http.data", target: .global()),
+            isolation: nil, observer: { @Sendable event in sink.yield(event) },
+            completionHandler: { @Sendable _, _, _, _ in sink.finish() })
+        await withTaskCancellationHandler {
+            for await event in events { observer(event) }
+        } onCancel: {
+            task.cancel()
+        }
+        do {
+            return try await task.value
+        } catch let error as URLError where error.code == .cancelled && Task.isCancelled {
+            throw CancellationError()  // the completion handler's form of this task's own cancellation
         }
     }
 

@@ -32,6 +32,12 @@ import RetryKit
 ///   An empty script, and a path without a script, answer `404 Not Found`.
 /// - Setting a script for a path replaces the old one and starts it from its first step; recorded requests are kept.
 ///
+/// ## Bearer tokens
+///
+/// ``requireBearerToken(on:refreshPath:)`` makes paths answer 401 unless the request carries the current token
+/// (`Authorization: Bearer token-N`); ``expireToken()`` invalidates it, and the next valid token is the one a refresh
+/// issues (a request to the refresh path, or ``refreshToken()``), counted by ``tokenRefreshes``.
+///
 /// ## Connections
 ///
 /// Each connection is served on its own thread and carries one request: every response says `Connection: close`
@@ -127,6 +133,116 @@ public final class ScriptedHTTPServer: Sendable {
     public func stopped() async {
         core.stop()
         await core.waitForThreads()
+    }
+}
+
+// MARK: - Bearer tokens
+
+extension ScriptedHTTPServer {
+    /// Makes `paths` answer `401 Unauthorized` (with `WWW-Authenticate: Bearer`) to every request that does not carry
+    /// `Authorization: Bearer <current token>`; a request that does gets its path's script as usual. Returns the current
+    /// token.
+    ///
+    /// Tokens are `token-1`, `token-2`, … in the order they are issued; the first is issued by this call (a later call
+    /// changes the paths and keeps the token). ``expireToken()`` makes the current token invalid; the next valid token is
+    /// the one a refresh issues: a request to `refreshPath` (any method) answers `200` with the new token as its body,
+    /// or ``refreshToken()`` from the test. ``tokenRefreshes`` counts them.
+    ///
+    /// ```swift
+    /// let server = try ScriptedHTTPServer()
+    /// server.script("/items", [.respond(200, body: "items")])
+    /// let first = server.requireBearerToken(on: ["/items"], refreshPath: "/auth/refresh")   // "token-1"
+    /// server.expireToken()              // "token-1" now gets 401
+    /// // a client refreshes: POST /auth/refresh → 200 "token-2", then retries with it
+    /// #expect(server.tokenRefreshes == 1)
+    /// ```
+    ///
+    /// - Parameters:
+    ///   - paths: The paths that require the token (matched without the query string).
+    ///   - refreshPath: The path of the refresh endpoint; `nil` (the default) for none.
+    /// - Returns: The current token.
+    @discardableResult
+    public func requireBearerToken(on paths: Set<String>, refreshPath: String? = nil) -> String {
+        core.state.withLock { state in
+            var tokens = state.tokens ?? TokenAuthority()
+            tokens.protectedPaths = paths
+            tokens.refreshPath = refreshPath
+            if tokens.current == nil { tokens.issue(countingRefresh: false) }
+            state.tokens = tokens
+            return tokens.current ?? ""
+        }
+    }
+
+    /// Makes the current token invalid: from now on the protected paths answer 401 to it, and to every request, until a
+    /// refresh issues the next token.
+    public func expireToken() {
+        core.state.withLock { $0.tokens?.current = nil }
+    }
+
+    /// Issues the next token, as a request to the refresh endpoint does, and counts it in ``tokenRefreshes``.
+    ///
+    /// - Returns: The new current token.
+    @discardableResult
+    public func refreshToken() -> String {
+        core.state.withLock { state in
+            var tokens = state.tokens ?? TokenAuthority()
+            tokens.issue(countingRefresh: true)
+            state.tokens = tokens
+            return tokens.current ?? ""
+        }
+    }
+
+    /// Makes the refresh endpoint answer `step` instead of issuing a token (`nil`, the default, to issue tokens again).
+    /// Its requests are still recorded; ``tokenRefreshes`` counts only the tokens issued.
+    ///
+    /// - Parameter step: What the refresh endpoint answers, `.respond(500)` say; `nil` to issue tokens.
+    public func failRefreshes(with step: Step?) {
+        core.state.withLock { state in
+            var tokens = state.tokens ?? TokenAuthority()
+            tokens.refreshFailure = step
+            state.tokens = tokens
+        }
+    }
+
+    /// The token the protected paths accept now; `nil` after ``expireToken()`` until the next refresh, or before
+    /// ``requireBearerToken(on:refreshPath:)``.
+    public var currentToken: String? {
+        core.state.withLock { $0.tokens?.current }
+    }
+
+    /// How many tokens refreshes have issued (the refresh endpoint and ``refreshToken()``); the first token does not
+    /// count.
+    public var tokenRefreshes: Int {
+        core.state.withLock { $0.tokens?.refreshes ?? 0 }
+    }
+}
+
+/// The bearer tokens of a ``ScriptedHTTPServer``: which paths need one, which one is valid, how many were issued.
+struct TokenAuthority: Sendable {
+    var protectedPaths: Set<String> = []
+    var refreshPath: String?
+    var current: String?
+    var issued = 0
+    var refreshes = 0
+    var refreshFailure: ScriptedHTTPServer.Step?
+
+    mutating func issue(countingRefresh: Bool) {
+        issued += 1
+        current = "token-\(issued)"
+        if countingRefresh { refreshes += 1 }
+    }
+
+    /// The answer to `request` if the tokens decide it (a refresh, or a protected path without the valid token); `nil`
+    /// to answer it from its path's script.
+    mutating func answer(_ request: ScriptedHTTPServer.RecordedRequest) -> ScriptedHTTPServer.Step? {
+        if request.path == refreshPath {
+            if let refreshFailure { return refreshFailure }
+            issue(countingRefresh: true)
+            return .respond(200, headers: ["Content-Type": "text/plain"], body: current ?? "")
+        }
+        guard protectedPaths.contains(request.path) else { return nil }
+        if let current, request.value(forHeader: "Authorization") == "Bearer \(current)" { return nil }
+        return .respond(401, headers: ["WWW-Authenticate": "Bearer"], body: "invalid or expired token")
     }
 }
 
@@ -284,6 +400,8 @@ final class ServerCore: Sendable {
     struct State: Sendable {
         var scripts: [String: Script] = [:]
         var requests: [ScriptedHTTPServer.RecordedRequest] = []
+        /// The bearer tokens of ``ScriptedHTTPServer/requireBearerToken(on:refreshPath:)``; `nil` until it is called.
+        var tokens: TokenAuthority?
         var stopRequested = false
         var descriptorsClosed = false
         /// The callers of ``ServerCore/waitForThreads()`` waiting for the descriptors to close.
@@ -421,6 +539,7 @@ final class ServerCore: Sendable {
             receivedAt: .now)
         let step = state.withLock { state in
             state.requests.append(request)
+            if let answer = state.tokens?.answer(request) { return answer }
             guard var script = state.scripts[request.path] else {
                 return ScriptedHTTPServer.Step.respond(404, body: "no script for \(request.path)")
             }

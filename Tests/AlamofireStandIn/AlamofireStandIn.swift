@@ -8,6 +8,10 @@
 
 import Foundation
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 // MARK: - Requests
 
 /// A value that names a URL (Alamofire's `URLConvertible`).
@@ -189,5 +193,87 @@ public final class Session: Sendable {
     /// A request for `convertible`. The stand-in never sends it.
     public func request(_ convertible: any URLConvertible, method: HTTPMethod = .get) -> DataRequest {
         DataRequest()
+    }
+}
+
+// MARK: - Authentication
+
+/// A credential that knows whether it must be refreshed before use (Alamofire's `AuthenticationCredential`).
+public protocol AuthenticationCredential {
+    /// Whether the credential must be refreshed before it is used (it is known to be expired).
+    var requiresRefresh: Bool { get }
+}
+
+/// Applies and refreshes a credential for an ``AuthenticationInterceptor`` (Alamofire's `Authenticator`).
+public protocol Authenticator: AnyObject, Sendable {
+    /// The credential type.
+    associatedtype Credential: AuthenticationCredential & Sendable
+
+    /// Puts `credential` on `urlRequest`.
+    func apply(_ credential: Credential, to urlRequest: inout URLRequest)
+    /// Makes a new credential from `credential` and calls `completion` with it.
+    func refresh(
+        _ credential: Credential, for session: Session,
+        completion: @escaping @Sendable (Result<Credential, any Error>) -> Void)
+    /// Whether `response` to `urlRequest` failed because of authentication (typically a 401).
+    func didRequest(
+        _ urlRequest: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: any Error
+    ) -> Bool
+    /// Whether `urlRequest` was authenticated with `credential`.
+    func isRequest(_ urlRequest: URLRequest, authenticatedWith credential: Credential) -> Bool
+}
+
+/// Why an ``AuthenticationInterceptor`` failed a request (Alamofire's `AuthenticationError`).
+public enum AuthenticationError: Error {
+    /// The interceptor had no credential.
+    case missingCredential
+    /// More refreshes than the ``AuthenticationInterceptor/RefreshWindow`` allows.
+    case excessiveRefresh
+}
+
+/// Applies an authenticator's credential to every request and refreshes it once for every request that failed with it
+/// (Alamofire's `AuthenticationInterceptor`). The stand-in does nothing.
+public final class AuthenticationInterceptor<AuthenticatorType: Authenticator>: RequestInterceptor, @unchecked Sendable
+{
+    // @unchecked: the stand-in stores only immutable values and a credential nobody mutates.
+    /// The credential type of the authenticator.
+    public typealias Credential = AuthenticatorType.Credential
+
+    /// At most `maximumAttempts` refreshes within `interval` seconds (30 s, 5 by default).
+    public struct RefreshWindow: Sendable {
+        /// The span refreshes are counted over, in seconds.
+        public let interval: TimeInterval
+        /// The most refreshes within ``interval``.
+        public let maximumAttempts: Int
+
+        /// A window of `maximumAttempts` refreshes per `interval` seconds.
+        public init(interval: TimeInterval = 30.0, maximumAttempts: Int = 5) {
+            self.interval = interval
+            self.maximumAttempts = maximumAttempts
+        }
+    }
+
+    /// The credential applied to requests.
+    public var credential: Credential?
+    /// The authenticator.
+    public let authenticator: AuthenticatorType
+    /// The refresh window.
+    public let refreshWindow: RefreshWindow
+
+    /// An interceptor for `authenticator`, starting with `credential`.
+    public init(
+        authenticator: AuthenticatorType, credential: Credential? = nil, refreshWindow: RefreshWindow = RefreshWindow()
+    ) {
+        self.authenticator = authenticator
+        self.credential = credential
+        self.refreshWindow = refreshWindow
+    }
+
+    /// Decides for `request`. The stand-in never retries.
+    public func retry(
+        _ request: Request, for session: Session, dueTo error: any Error,
+        completion: @escaping @Sendable (RetryResult) -> Void
+    ) {
+        completion(.doNotRetry)
     }
 }

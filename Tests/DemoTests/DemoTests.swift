@@ -17,7 +17,7 @@ struct DemoParseTests {
 
     @Test func noArgumentsRunsEveryScenarioWithTheDefaults() {
         #expect(options([]) == RetryKitDemo.Options())
-        #expect(options([])?.scenarios == [.legacy, .bridged, .http, .cancel])
+        #expect(options([])?.scenarios == [.legacy, .bridged, .http, .cancel, .refresh])
         #expect(options([])?.maxAttempts == 4)
         #expect(options([])?.baseDelay == .milliseconds(100))
     }
@@ -41,13 +41,20 @@ struct DemoParseTests {
         #expect(options(["http", "http"])?.scenarios == [.http])
     }
 
+    @Test func scenarioFlagChoosesAScenarioLikeItsPlainName() {
+        #expect(options(["--scenario", "refresh"])?.scenarios == [.refresh])
+        #expect(options(["--scenario=refresh", "legacy"])?.scenarios == [.legacy, .refresh])
+        #expect(error(["--scenario", "nope"]) == "unknown scenario 'nope'")
+        #expect(error(["--scenario"]) == "--scenario takes a scenario's name")
+    }
+
     @Test func helpWinsWhereverItIs() {
         #expect(RetryKitDemo.parse(["--help"]) == .success(.help))
         #expect(RetryKitDemo.parse(["legacy", "-h", "--max-attempts=0"]) == .success(.help))
         for scenario in RetryKitDemo.Scenario.allCases {
             #expect(RetryKitDemo.usage.contains(scenario.rawValue))
         }
-        for flag in ["--max-attempts", "--base-delay-ms", "--help"] {
+        for flag in ["--scenario", "--max-attempts", "--base-delay-ms", "--help"] {
             #expect(RetryKitDemo.usage.contains(flag))
         }
     }
@@ -121,6 +128,26 @@ struct DemoRunTests {
 
     @Test func oneAttemptLeavesNothingToCancel() async throws {
         try await run([.legacy, .cancel], maxAttempts: 1)
+    }
+
+    @Test func theRefreshScenarioPrintsOneLineWithTheCountsItMeasured() async throws {
+        let server = try ScriptedHTTPServer()
+        defer { server.stop() }
+        let demo = Demo(server: server, options: RetryKitDemo.Options(scenarios: [.refresh]))
+        let counts = await demo.refresh(RetryKitDemo.Scenario.refresh.path)
+        #expect(counts.line == "refresh: requests=100 succeeded=100 refreshes=1")
+        #expect(counts.accepted == 100)
+        #expect(counts.outcome == demo.expectedOutcome(of: .refresh))
+        #expect(server.tokenRefreshes == 1)
+    }
+
+    @Test func theRefreshScenarioWithOneAttemptGivesUpWithoutARefresh() async throws {
+        let server = try ScriptedHTTPServer()
+        defer { server.stop() }
+        let demo = Demo(server: server, options: RetryKitDemo.Options(scenarios: [.refresh], maxAttempts: 1))
+        let counts = await demo.refresh(RetryKitDemo.Scenario.refresh.path)
+        #expect(counts.line == "refresh: requests=100 succeeded=0 refreshes=0")
+        #expect(counts.outcome == demo.expectedOutcome(of: .refresh))
     }
 
     @Test func theWholeRunReportsItsExitStatus() async {

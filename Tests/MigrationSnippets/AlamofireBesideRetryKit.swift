@@ -11,6 +11,10 @@ import RetryKitHTTP
 import RetryKitTesting
 import Testing
 
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
 /// Every public type of the stand-in, where a type is expected.
 private struct AlamofireTypes {
     var url: (any URLConvertible)?
@@ -26,6 +30,26 @@ private struct AlamofireTypes {
     var interceptor: (any RequestInterceptor)?
     var policy: RetryPolicy?
     var session: Session?
+    var credential: (any AuthenticationCredential)?
+    var authenticationError: AuthenticationError?
+    var window: AuthenticationInterceptor<StandInAuthenticator>.RefreshWindow?
+    var authenticationInterceptor: AuthenticationInterceptor<StandInAuthenticator>?
+}
+
+/// An `Authenticator`, where a type is expected.
+private final class StandInAuthenticator: Authenticator {
+    struct Token: AuthenticationCredential, Sendable {
+        var requiresRefresh: Bool { false }
+    }
+
+    func apply(_ credential: Token, to urlRequest: inout URLRequest) {}
+    func refresh(
+        _ credential: Token, for session: Session, completion: @escaping @Sendable (Result<Token, any Error>) -> Void
+    ) { completion(.success(credential)) }
+    func didRequest(
+        _ urlRequest: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: any Error
+    ) -> Bool { response.statusCode == 401 }
+    func isRequest(_ urlRequest: URLRequest, authenticatedWith credential: Token) -> Bool { true }
 }
 
 @Test("Alamofire's type names resolve beside RetryKit's: no RetryKit type is named like one of them")

@@ -15,9 +15,9 @@ import Testing
 
 import AlamofireStandIn
 
-// Migration.md:40: RecursiveForecastClient (decl)
+// Migration.md:41: RecursiveForecastClient (decl)
 struct RecursiveForecastClient {
-#sourceLocation(file: "Migration.md", line: 40)
+#sourceLocation(file: "Migration.md", line: 41)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
 
@@ -42,9 +42,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:89: ForecastClientStep1 (decl)
+// Migration.md:90: ForecastClientStep1 (decl)
 struct ForecastClientStep1 {
-#sourceLocation(file: "Migration.md", line: 89)
+#sourceLocation(file: "Migration.md", line: 90)
 final class ForecastClient: Sendable {
     let session = URLSession(configuration: .default)
     let queue = DispatchQueue(label: "forecast-client")
@@ -95,9 +95,9 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:192: ForecastClientStep2 (decl)
+// Migration.md:193: ForecastClientStep2 (decl)
 struct ForecastClientStep2 {
-#sourceLocation(file: "Migration.md", line: 192)
+#sourceLocation(file: "Migration.md", line: 193)
 final class ForecastClient: Sendable {
     let session: URLSession
     let queue = DispatchQueue(label: "forecast-client")
@@ -150,10 +150,10 @@ final class ForecastClient: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:253: forecastClientCancel (body)
+// Migration.md:254: forecastClientCancel (body)
 extension ForecastClientStep2 {
     func forecastClientCancel() async throws {
-#sourceLocation(file: "Migration.md", line: 253)
+#sourceLocation(file: "Migration.md", line: 254)
 // Fragment: uses the ForecastClient of step 2, and `profileURL` and `show` of your app.
 let client = ForecastClient()
 let handle = client.request(URLRequest(url: profileURL)) { result, summary in
@@ -165,10 +165,10 @@ handle.cancel()  // the attempt's URLSessionTask is cancelled; the completion ge
     }
 }
 
-// Migration.md:282: forecastClientRetriesUntil200 (test)
+// Migration.md:283: forecastClientRetriesUntil200 (test)
 extension ForecastClientStep2 {
     @Test("Migration.md: forecastClientRetriesUntil200") func forecastClientRetriesUntil200() async throws {
-#sourceLocation(file: "Migration.md", line: 282)
+#sourceLocation(file: "Migration.md", line: 283)
 // Fragment: the body of a Swift Testing test (`import Testing`), using the ForecastClient of step 2.
 let server = try ScriptedHTTPServer()
 defer { server.stop() }
@@ -188,9 +188,9 @@ _ = try await handle.value  // an async test can await the callback retrier
     }
 }
 
-// Migration.md:315: ProfileStoreToday (decl)
+// Migration.md:316: ProfileStoreToday (decl)
 struct ProfileStoreToday {
-#sourceLocation(file: "Migration.md", line: 315)
+#sourceLocation(file: "Migration.md", line: 316)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -217,10 +217,10 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:359: ProfileStoreWithRetry (decl)
+// Migration.md:360: ProfileStoreWithRetry (decl)
 extension ProfileStoreToday {
     struct ProfileStoreWithRetry {
-#sourceLocation(file: "Migration.md", line: 359)
+#sourceLocation(file: "Migration.md", line: 360)
 // Fragment: uses the ProfileStore above.
 func profile(store: ProfileStore, id: Int) async throws -> Profile {
     try await withRetry(maxAttempts: 4) { attempt, done in
@@ -233,10 +233,10 @@ func profile(store: ProfileStore, id: Int) async throws -> Profile {
     }
 }
 
-// Migration.md:379: profileStoreAwaitHandle (body)
+// Migration.md:380: profileStoreAwaitHandle (body)
 extension ProfileStoreToday {
     func profileStoreAwaitHandle() async throws {
-#sourceLocation(file: "Migration.md", line: 379)
+#sourceLocation(file: "Migration.md", line: 380)
 // Fragment: uses the ProfileStore above, and `api` and `show` of your app.
 let store = ProfileStore(api: api)
 let profile = try await store.profile(id: 42) { _ in }.value
@@ -245,9 +245,9 @@ show(profile)
     }
 }
 
-// Migration.md:398: ProfileStoreAsyncAPI (decl)
+// Migration.md:399: ProfileStoreAsyncAPI (decl)
 struct ProfileStoreAsyncAPI {
-#sourceLocation(file: "Migration.md", line: 398)
+#sourceLocation(file: "Migration.md", line: 399)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -274,9 +274,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:429: ProfileStoreAsync (decl)
+// Migration.md:430: ProfileStoreAsync (decl)
 struct ProfileStoreAsync {
-#sourceLocation(file: "Migration.md", line: 429)
+#sourceLocation(file: "Migration.md", line: 430)
 // Fragment: `Profile` and `ProfileAPI` stand for your app's code.
 final class ProfileStore: Sendable {
     static let backoff = BackoffStrategy<ContinuousClock>
@@ -299,9 +299,9 @@ final class ProfileStore: Sendable {
 #sourceLocation()
 }
 
-// Migration.md:477: sameDecisionsInEveryStyle (test)
+// Migration.md:478: sameDecisionsInEveryStyle (test)
 @Test("Migration.md: sameDecisionsInEveryStyle") func sameDecisionsInEveryStyle() async throws {
-#sourceLocation(file: "Migration.md", line: 477)
+#sourceLocation(file: "Migration.md", line: 478)
 struct Flaky: Error {}
 func jittered<C: Clock>(_: C.Type) -> BackoffStrategy<C> where C.Duration == Duration {
     .exponential(a: .milliseconds(100), b: 3).max(.seconds(2)).jitter(using: SeededRandomNumberGenerator(seed: 7))
@@ -353,9 +353,9 @@ let asyncResult = try await retry(maxAttempts: 4, clock: InstantClock()) { attem
 #sourceLocation()
 }
 
-// Migration.md:546: alamofireBefore (body)
+// Migration.md:547: alamofireBefore (body)
 func alamofireBefore() async throws {
-#sourceLocation(file: "Migration.md", line: 546)
+#sourceLocation(file: "Migration.md", line: 547)
 // Fragment: Alamofire code, before the migration.
 
 let policy = RetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -372,17 +372,17 @@ session.request("https://api.example.com/profiles/42")
 #sourceLocation()
 }
 
-// Migration.md:569: alamofireAfterPolicy (body)
+// Migration.md:570: alamofireAfterPolicy (body)
 func alamofireAfterPolicy() async throws {
-#sourceLocation(file: "Migration.md", line: 569)
+#sourceLocation(file: "Migration.md", line: 570)
 let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
 print(policy.maxAttempts)  // 4: the runner counts attempts, the first one included
 #sourceLocation()
 }
 
-// Migration.md:619: alamofireCompatibleDelays (test)
+// Migration.md:620: alamofireCompatibleDelays (test)
 @Test("Migration.md: alamofireCompatibleDelays") func alamofireCompatibleDelays() async throws {
-#sourceLocation(file: "Migration.md", line: 619)
+#sourceLocation(file: "Migration.md", line: 620)
 var policy = HTTPRetryPolicy.alamofireCompatible
 policy.retryLimit = 3
 let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
@@ -390,9 +390,9 @@ let delays = (0..<3).map { policy.backoff.delay(forRetry: $0) }
 #sourceLocation()
 }
 
-// Migration.md:633: httpPolicyDecisions (test)
+// Migration.md:634: httpPolicyDecisions (test)
 @Test("Migration.md: httpPolicyDecisions") func httpPolicyDecisions() async throws {
-#sourceLocation(file: "Migration.md", line: 633)
+#sourceLocation(file: "Migration.md", line: 634)
 // A failed attempt as the plain values any HTTP client can supply: method, status, headers, transport failure.
 func describe(
     _ policy: HTTPRetryPolicy, _ method: HTTPRequestMethod, status: Int? = nil, headers: [String: String] = [:],
@@ -422,9 +422,9 @@ let alamofire = HTTPRetryPolicy.alamofireCompatible
 #sourceLocation()
 }
 
-// Migration.md:675: urlSessionAsync (body)
+// Migration.md:676: urlSessionAsync (body)
 func urlSessionAsync() async throws {
-#sourceLocation(file: "Migration.md", line: 675)
+#sourceLocation(file: "Migration.md", line: 676)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession) async throws -> Profile {
     let policy = HTTPRetryPolicy(retryLimit: 3, exponentialBackoffScale: 0.25)
@@ -440,9 +440,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:701: urlSessionCallback (body)
+// Migration.md:702: urlSessionCallback (body)
 func urlSessionCallback() async throws {
-#sourceLocation(file: "Migration.md", line: 701)
+#sourceLocation(file: "Migration.md", line: 702)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func fetchProfile(session: URLSession, completion: @escaping @Sendable (Profile?, (any Error)?) -> Void)
     -> HTTPRetryTask
@@ -462,9 +462,9 @@ show(fetchProfile)
 #sourceLocation()
 }
 
-// Migration.md:733: httpPolicyWithAsyncRetry (body)
+// Migration.md:734: httpPolicyWithAsyncRetry (body)
 func httpPolicyWithAsyncRetry() async throws {
-#sourceLocation(file: "Migration.md", line: 733)
+#sourceLocation(file: "Migration.md", line: 734)
 // Fragment: `Profile`, `profileURL` and `show` stand for your app's code.
 func loadProfile(session: URLSession, policy: HTTPRetryPolicy) async throws -> Profile {
     let request = URLRequest(url: profileURL)
@@ -484,9 +484,9 @@ show(loadProfile)
 #sourceLocation()
 }
 
-// Migration.md:765: asyncLibraryCallSites (body)
+// Migration.md:766: asyncLibraryCallSites (body)
 func asyncLibraryCallSites() async throws {
-#sourceLocation(file: "Migration.md", line: 765)
+#sourceLocation(file: "Migration.md", line: 766)
 // Fragment: `api` and `show` stand for your app's code.
 // The defaults: 3 attempts, no delay.
 let first = try await retry {
@@ -516,9 +516,9 @@ show([first, second, third])
 #sourceLocation()
 }
 
-// Migration.md:801: AsyncLibraryAnyClock (decl)
+// Migration.md:802: AsyncLibraryAnyClock (decl)
 struct AsyncLibraryAnyClock {
-#sourceLocation(file: "Migration.md", line: 801)
+#sourceLocation(file: "Migration.md", line: 802)
 func load<C: Clock>(on clock: C, pause: C.Duration, _ operation: () async throws -> Int) async throws -> Int {
     try await retry(maxAttempts: 4, tolerance: nil, clock: clock) {
         try await operation()
@@ -538,9 +538,9 @@ where C.Duration == Duration {
 #sourceLocation()
 }
 
-// Migration.md:885: asyncLibraryDifferences (test)
+// Migration.md:886: asyncLibraryDifferences (test)
 @Test("Migration.md: asyncLibraryDifferences") func asyncLibraryDifferences() async throws {
-#sourceLocation(file: "Migration.md", line: 885)
+#sourceLocation(file: "Migration.md", line: 886)
 // maxAttempts below 1 is an error, not a trap, and runs nothing.
 let invalid = await #expect(throws: RetryError.self) {
     try await retry(maxAttempts: 0) { 42 }
@@ -575,9 +575,9 @@ await #expect(throws: CancellationError.self) { try await task.value }
 #sourceLocation()
 }
 
-// Migration.md:955: swiftRetrierAfter (body)
+// Migration.md:956: swiftRetrierAfter (body)
 func swiftRetrierAfter() async throws {
-#sourceLocation(file: "Migration.md", line: 955)
+#sourceLocation(file: "Migration.md", line: 956)
 // Fragment: `api` and `show` stand for your app's code.
 struct MyFatalError: Error {}
 
@@ -603,9 +603,9 @@ poll.cancel()  // cancelling the consuming task ends the sequence; nothing keeps
 #sourceLocation()
 }
 
-// Migration.md:986: swiftRetrierCallbacks (body)
+// Migration.md:987: swiftRetrierCallbacks (body)
 func swiftRetrierCallbacks() async throws {
-#sourceLocation(file: "Migration.md", line: 986)
+#sourceLocation(file: "Migration.md", line: 987)
 let policy = RetryPlan.constantDelay(.seconds(2)).giveUpAfter(maxAttempts: 3)
 let handle = policy.execute(on: .main) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
     done(.success(attempt.number))
@@ -616,9 +616,9 @@ handle.cancel()
 #sourceLocation()
 }
 
-// Migration.md:1015: swiftRetrierToday (body)
+// Migration.md:1016: swiftRetrierToday (body)
 func swiftRetrierToday() async throws {
-#sourceLocation(file: "Migration.md", line: 1015)
+#sourceLocation(file: "Migration.md", line: 1016)
 // Fragment: `api`, `show` and `log` stand for your app's code.
 struct AuthenticationRequired: Error {}
 
@@ -630,5 +630,113 @@ let profile = try await retry(maxAttempts: 10, totalTimeout: .seconds(30)) { att
     if case .attemptFailed(let attempt, let error, _) = event { log("attempt #\(attempt.number) failed with \(error)") }
 }
 show(profile)
+#sourceLocation()
+}
+
+// Migration.md:1047: alamofireAuthenticatorBefore (top)
+#sourceLocation(file: "Migration.md", line: 1047)
+// Fragment: Alamofire code, before the migration; `OAuthToken`, `tokenService` and `storedToken` stand for your app's code.
+
+extension OAuthToken: AuthenticationCredential {}  // it has `requiresRefresh`
+
+final class OAuthAuthenticator: Authenticator {
+    func apply(_ credential: OAuthToken, to urlRequest: inout URLRequest) {
+        urlRequest.setValue("Bearer \(credential.accessToken)", forHTTPHeaderField: "Authorization")
+    }
+
+    func refresh(
+        _ credential: OAuthToken, for session: Session,
+        completion: @escaping @Sendable (Result<OAuthToken, any Error>) -> Void
+    ) {
+        tokenService.refresh(credential.refreshToken, completion: completion)
+    }
+
+    func didRequest(
+        _ urlRequest: URLRequest, with response: HTTPURLResponse, failDueToAuthenticationError error: any Error
+    ) -> Bool {
+        response.statusCode == 401
+    }
+
+    func isRequest(_ urlRequest: URLRequest, authenticatedWith credential: OAuthToken) -> Bool {
+        urlRequest.value(forHTTPHeaderField: "Authorization") == "Bearer \(credential.accessToken)"
+    }
+}
+
+let authenticationInterceptor = AuthenticationInterceptor(
+    authenticator: OAuthAuthenticator(), credential: storedToken,
+    refreshWindow: .init(interval: 30, maximumAttempts: 5))
+let authenticatedSession = Session(interceptor: authenticationInterceptor)
+#sourceLocation()
+
+// Migration.md:1091: httpAuthenticatorAfter (body)
+func httpAuthenticatorAfter() async throws {
+#sourceLocation(file: "Migration.md", line: 1091)
+// Fragment: `OAuthToken`, `tokenService`, `storedToken`, `profileURL` and `show` stand for your app's code.
+let authenticator = HTTPAuthenticator<OAuthToken>(
+    credential: storedToken,
+    window: RecoveryWindow(interval: .seconds(30), maximumRefreshes: 5),  // RefreshWindow; these are the defaults
+    failureStatusCodes: [401],  // didRequest(_:with:failDueToAuthenticationError:); the default
+    requiresRefresh: { $0.requiresRefresh },  // AuthenticationCredential.requiresRefresh
+    apply: { token, request in  // apply(_:to:)
+        request.setValue("Bearer \(token.accessToken)", forHTTPHeaderField: "Authorization")
+    },
+    refresh: { token, completion in  // refresh(_:for:completion:)
+        guard let token else { return completion(.failure(URLError(.userAuthenticationRequired))) }
+        tokenService.refresh(token.refreshToken, completion: completion)
+    })
+// isRequest(_:authenticatedWith:) has no counterpart: RetryKit knows which credential each attempt ran with.
+let policy = HTTPRetryPolicy().authenticated(by: authenticator)
+
+let session = URLSession(configuration: .ephemeral)
+let request = URLRequest(url: profileURL)
+let (data, response) = try await session.data(for: request, retryPolicy: policy)
+session.dataTask(with: request, retryPolicy: policy) { data, response, error, summary in
+    show((data, response, error, summary.recoveries))
+}
+show((data, response))
+#sourceLocation()
+}
+
+// Migration.md:1124: httpAuthenticatorShared (body)
+func httpAuthenticatorShared() async throws {
+#sourceLocation(file: "Migration.md", line: 1124)
+// Fragment: `OAuthToken`, `api` and `show` stand for your app's code.
+func loadWithTheSameToken(authenticator: HTTPAuthenticator<OAuthToken>) async throws {
+    let plan = RetryPlan.exponentialBackoff().giveUpAfter(maxAttempts: 4).recovering(with: authenticator.recovery)
+    let profile = try await plan.execute { token, attempt in try await api.profile(id: 42) }  // send `token` with it
+    show(profile)
+}
+#sourceLocation()
+}
+
+// Migration.md:1169: httpAuthenticatorScripted (test)
+@Test("Migration.md: httpAuthenticatorScripted") func httpAuthenticatorScripted() async throws {
+#sourceLocation(file: "Migration.md", line: 1169)
+let server = try ScriptedHTTPServer()
+defer { server.stop() }
+server.script("/me", [.respond(200, body: "me")])
+let token = server.requireBearerToken(on: ["/me"], refreshPath: "/token")  // "token-1"
+server.expireToken()  // the server now wants "token-2", which a POST to /token returns
+
+let session = URLSession(configuration: .ephemeral)
+let authenticator = HTTPAuthenticator<String>(
+    credential: token,
+    apply: { token, request in request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") },
+    refresh: { _ in
+        var refresh = URLRequest(url: server.url("/token"))
+        refresh.httpMethod = "POST"
+        return String(decoding: try await session.data(for: refresh).0, as: UTF8.self)
+    })
+let policy = HTTPRetryPolicy().authenticated(by: authenticator)
+let request = URLRequest(url: server.url("/me"))
+
+let statuses = try await withThrowingTaskGroup(of: Int.self) { group in
+    for _ in 0..<10 {
+        group.addTask { try await (session.data(for: request, retryPolicy: policy).1 as? HTTPURLResponse)?.statusCode ?? 0 }
+    }
+    return try await group.reduce(into: []) { $0.append($1) }
+}
+#expect(statuses == Array(repeating: 200, count: 10))
+#expect(server.tokenRefreshes == 1)
 #sourceLocation()
 }

@@ -174,9 +174,23 @@ do {
 #sourceLocation()
 }
 
-// README.md:434: ReadmeVirtualTime (decl)
+// README.md:444: readmeHTTPAuthenticator (body)
+func readmeHTTPAuthenticator() async throws {
+#sourceLocation(file: "README.md", line: 444)
+// Fragment: `OAuthToken`, `tokenService`, `storedToken`, `profileURL` and `show` stand for your app's code.
+let authenticator = HTTPAuthenticator<OAuthToken>(
+    credential: storedToken,
+    apply: { token, request in request.setValue("Bearer \(token.accessToken)", forHTTPHeaderField: "Authorization") },
+    refresh: { token in try await tokenService.refreshed(token?.refreshToken ?? "") })
+let policy = HTTPRetryPolicy().authenticated(by: authenticator)
+let (data, response) = try await URLSession.shared.data(for: URLRequest(url: profileURL), retryPolicy: policy)
+show((data, response))
+#sourceLocation()
+}
+
+// README.md:464: ReadmeVirtualTime (decl)
 struct ReadmeVirtualTime {
-#sourceLocation(file: "README.md", line: 434)
+#sourceLocation(file: "README.md", line: 464)
 struct Flaky: Error {}
 
 @Test func backsOffForAMinuteWithoutWaiting() {

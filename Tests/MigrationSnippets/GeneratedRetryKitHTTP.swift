@@ -82,3 +82,20 @@ func fetch(policy: HTTPRetryPolicy, send: @escaping @Sendable () async throws ->
 print(fetch)
 #sourceLocation()
 }
+
+// Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md:163: httpAuthenticatorOverview (body)
+func httpAuthenticatorOverview() async throws {
+#sourceLocation(file: "Sources/RetryKitHTTP/RetryKitHTTP.docc/RetryKitHTTP.md", line: 163)
+func profile(session: URLSession, url: URL, refresh: @escaping @Sendable (String?) async throws -> String)
+    async throws -> Data
+{
+    let authenticator = HTTPAuthenticator<String>(
+        credential: nil,  // refresh before the first request
+        apply: { token, request in request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") },
+        refresh: refresh)
+    let policy = HTTPRetryPolicy().authenticated(by: authenticator)
+    return try await session.data(for: URLRequest(url: url), retryPolicy: policy).0
+}
+print(profile)
+#sourceLocation()
+}

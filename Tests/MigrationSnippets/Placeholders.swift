@@ -78,3 +78,38 @@ extension ProfileAPI {
         completion(Profile(id: id, name: "Ada"), nil)
     }
 }
+
+/// An OAuth token as an app keeps it (Migration.md, "From Alamofire's AuthenticationInterceptor").
+struct OAuthToken: Sendable, Equatable {
+    var accessToken: String
+    var refreshToken: String
+    var expiration: Date
+
+    /// Whether it expires within five minutes: refresh it before use.
+    var requiresRefresh: Bool { Date(timeIntervalSinceNow: 5 * 60) > expiration }
+}
+
+/// The app's token endpoint, in both styles.
+protocol TokenService: Sendable {
+    /// Calls `completion` once, on any thread, with a new token for `refreshToken`.
+    func refresh(_ refreshToken: String, completion: @escaping @Sendable (Result<OAuthToken, any Error>) -> Void)
+    /// The async version of the same call.
+    func refreshed(_ refreshToken: String) async throws -> OAuthToken
+}
+
+/// The token endpoint the fragments call.
+let tokenService: any TokenService = PlaceholderTokenService()
+
+/// The token the app stored at its last login, if any.
+let storedToken: OAuthToken? = OAuthToken(accessToken: "a1", refreshToken: "r1", expiration: .distantFuture)
+
+/// A ``TokenService`` that answers at once.
+struct PlaceholderTokenService: TokenService {
+    func refresh(_ refreshToken: String, completion: @escaping @Sendable (Result<OAuthToken, any Error>) -> Void) {
+        completion(.success(OAuthToken(accessToken: "a2", refreshToken: refreshToken, expiration: .distantFuture)))
+    }
+
+    func refreshed(_ refreshToken: String) async throws -> OAuthToken {
+        OAuthToken(accessToken: "a2", refreshToken: refreshToken, expiration: .distantFuture)
+    }
+}
