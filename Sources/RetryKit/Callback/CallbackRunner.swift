@@ -42,7 +42,7 @@ package protocol CallbackRetrier: AnyObject, Sendable {
 /// of its own: a retrier never holds its queue, and work enqueued between two attempts (a `cancel()` among it) runs
 /// before the next one. A result that the operation reports before it returns is kept (``CallbackRunnerState/early``)
 /// and fed once the operation has returned; one reported later hops to the queue.
-final class CallbackRunner: CallbackRetrier {
+final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     typealias Action = RetryStateMachine.Action
 
     /// The queue every user closure runs on.
@@ -363,7 +363,7 @@ final class CallbackRunner: CallbackRetrier {
     /// registration is kept in the state, so that an input that ends the wait (a cancel, the deadline) calls it off.
     private func acquire(afterFailure: Bool) -> Fed {
         guard let (recovery, stale, timeout) = state.withLock({ $0.machine.recoveryRequest }) else { return Fed(.none) }
-        let acquisition = recovery.acquire(newerThan: stale) { answer in self.recoveryAnswered(answer) }
+        let acquisition = recovery.acquire(newerThan: stale, waiter: self)
         switch acquisition {
         case .answered(let answer):
             if afterFailure {
@@ -387,7 +387,7 @@ final class CallbackRunner: CallbackRetrier {
     }
 
     /// The recovery answered a wait (any thread): fed to the machine on the queue.
-    private func recoveryAnswered(_ answer: RecoveryAnswer) {
+    func recoveryAnswered(_ answer: RecoveryAnswer) {
         hop { self.perform { s, now in s.machine.recoveryAnswered(answer, at: now) } }
     }
 

@@ -158,9 +158,17 @@ package struct RetryStateMachine: Sendable {
         var failure: (any Error)?
     }
 
-    /// ``RecoveryState`` out of line: one word in a machine without a recovery. Replaced, never mutated in place.
-    private indirect enum RecoveryBox: Sendable {
-        case state(RecoveryState)
+    /// ``RecoveryState`` out of line (one word in a machine without a recovery), copied on write: allocated once per
+    /// retrier that uses a recovery, then changed in place (every attempt of such a retrier changes it).
+    private final class RecoveryBox: @unchecked Sendable {
+        // @unchecked Sendable: `state` is only changed through `RetryStateMachine.updateRecovery`, which copies the box
+        // first unless this machine's reference is the only one (as the standard library's collections do): a box
+        // that copies of the machine share, possibly on other threads, is never changed.
+        var state: RecoveryState
+
+        init(_ state: RecoveryState) {
+            self.state = state
+        }
     }
 
     /// How the retrier ended, compactly: ``termination`` rebuilds the rest from the machine's fields (the last error,
@@ -545,16 +553,16 @@ package struct RetryStateMachine: Sendable {
         guard case .acquiring(let next, _) = state else { return .none }
         let now = local(now)
         stopAcquiring(at: now)
-        var recovery = recoveryState ?? RecoveryState()
-        defer { recoveryState = recovery }
         switch answer {
         case .ready(let credential, let generation):
-            recovery.credential = credential
-            recovery.generation = generation
-            recovery.stale = nil
+            updateRecovery { recovery in
+                recovery.credential = credential
+                recovery.generation = generation
+                recovery.stale = nil
+            }
             return run(next, at: now)
         case .failed(let error):
-            recovery.failure = error
+            updateRecovery { $0.failure = error }
             return finish(.recoveryFailed, at: now)
         case .limitExceeded:
             return finish(.recoveryLimitExceeded, at: now)
@@ -583,22 +591,27 @@ package struct RetryStateMachine: Sendable {
         recoveryState?.credential
     }
 
-    /// The recovery's part of the machine, read and replaced as a whole.
+    /// The recovery's part of the machine; `nil` until the retrier first waits for its recovery.
     private var recoveryState: RecoveryState? {
-        get {
-            guard case .state(let state)? = recoveryBox else { return nil }
-            return state
+        recoveryBox?.state
+    }
+
+    /// Changes the recovery's part of the machine: in place when this machine alone holds it, otherwise in a copy.
+    private mutating func updateRecovery(_ change: (inout RecoveryState) -> Void) {
+        if isKnownUniquelyReferenced(&recoveryBox), let box = recoveryBox {
+            change(&box.state)
+            return
         }
-        set { recoveryBox = newValue.map(RecoveryBox.state) }
+        var state = recoveryBox?.state ?? RecoveryState()
+        change(&state)
+        recoveryBox = RecoveryBox(state)
     }
 
     /// Counts the wait for the recovery, if the machine is acquiring, in the summary's ``RetrySummary/recoveryWait``:
     /// the wait ends at `now` (local time), however it ends.
     private mutating func stopAcquiring(at now: Duration) {
         guard case .acquiring(_, let since) = state else { return }
-        var recovery = recoveryState ?? RecoveryState()
-        recovery.waited += Swift.max(now - since, .zero)
-        recoveryState = recovery
+        updateRecovery { $0.waited += Swift.max(now - since, .zero) }
     }
 
     /// Before attempt `number`, with a recovery: ask it for a credential, unless the deadline has passed.
@@ -622,10 +635,10 @@ package struct RetryStateMachine: Sendable {
         if let deadline = configuration.totalTimeout, now >= deadline {
             return finish(.deadlineExceeded, at: now, last: .failed, of: attempt)
         }
-        var recovery = recoveryState ?? RecoveryState()
-        recovery.stale = recovery.generation
-        recovery.recoveries += 1
-        recoveryState = recovery
+        updateRecovery { recovery in
+            recovery.stale = recovery.generation
+            recovery.recoveries += 1
+        }
         state = .acquiring(nextAttempt: attempt.number + 1, since: now)
         return .recover(failed: attempt, error: error)
     }

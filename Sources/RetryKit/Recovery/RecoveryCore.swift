@@ -26,6 +26,12 @@ package struct RecoveryTicket: Hashable, Sendable {
     let id: UInt64
 }
 
+/// What waits for a recovery's answer: a runner (an object, so that registering allocates nothing of its own).
+package protocol RecoveryWaiter: AnyObject, Sendable {
+    /// The answer to a wait (``RecoveryAcquisition/waiting(_:)``): called once, from any thread, never under a lock.
+    func recoveryAnswered(_ answer: RecoveryAnswer)
+}
+
 /// The engine of a ``RetryRecovery``, with the credential's type erased, so that the state machine and the runners
 /// are not generic over it.
 ///
@@ -60,7 +66,8 @@ package final class RecoveryCore: Sendable {
         var refreshesStarted: UInt64 = 0
         /// When the last refreshes started (at most the window's number of them), oldest first.
         var recentStarts: [Duration] = []
-        var waiters: [(ticket: RecoveryTicket, answer: @Sendable (RecoveryAnswer) -> Void)] = []
+        /// The retriers waiting for the refresh in flight, by ticket (answered in the order of their tickets).
+        var waiters: [UInt64: any RecoveryWaiter] = [:]
         var nextTicket: UInt64 = 0
     }
 
@@ -105,9 +112,7 @@ package final class RecoveryCore: Sendable {
     /// `waiter` is called once with the answer when the refresh in flight ends, starting that refresh if none runs; a
     /// refresh this call starts runs on this thread before it returns (its completion may come from any thread, or
     /// before it returns).
-    package func acquire(newerThan stale: UInt64?, waiter: @escaping @Sendable (RecoveryAnswer) -> Void)
-        -> RecoveryAcquisition
-    {
+    package func acquire(newerThan stale: UInt64?, waiter: any RecoveryWaiter) -> RecoveryAcquisition {
         var stale = stale
         while true {
             enum Step {
@@ -131,7 +136,7 @@ package final class RecoveryCore: Sendable {
                 }
                 let ticket = RecoveryTicket(id: s.nextTicket)
                 s.nextTicket += 1
-                s.waiters.append((ticket, waiter))
+                s.waiters[ticket.id] = waiter
                 return .wait(ticket, start: start)
             }
             switch step {
@@ -152,16 +157,13 @@ package final class RecoveryCore: Sendable {
     /// goes on for the others; when nobody waits for it any more it still ends the same way, and its credential becomes
     /// the current one for the retriers that ask later.
     package func stopWaiting(_ ticket: RecoveryTicket) {
-        let removed: (@Sendable (RecoveryAnswer) -> Void)? = state.withLock { s in
-            guard let index = s.waiters.firstIndex(where: { $0.ticket == ticket }) else { return nil }
-            return s.waiters.remove(at: index).answer
-        }
+        let removed: (any RecoveryWaiter)? = state.withLock { $0.waiters.removeValue(forKey: ticket.id) }
         withExtendedLifetime(removed) {}  // released after unlocking
     }
 
     /// Refresh `number` ended: answers every waiter, in the order they asked. Only the first end of a refresh counts.
     fileprivate func refreshEnded(_ number: UInt64, with result: Result<any Sendable, any Error>) {
-        let answered: (RecoveryAnswer, [@Sendable (RecoveryAnswer) -> Void])? = state.withLock { s in
+        let answered: (RecoveryAnswer, [any RecoveryWaiter])? = state.withLock { s in
             guard s.refreshing == number else { return nil }
             s.refreshing = nil
             let answer: RecoveryAnswer
@@ -173,11 +175,11 @@ package final class RecoveryCore: Sendable {
             case .failure(let error):
                 answer = .failed(error)
             }
-            defer { s.waiters = [] }
-            return (answer, s.waiters.map(\.answer))
+            defer { s.waiters = [:] }
+            return (answer, s.waiters.sorted { $0.key < $1.key }.map(\.value))
         }
         guard let (answer, waiters) = answered else { return }
-        for waiter in waiters { waiter(answer) }
+        for waiter in waiters { waiter.recoveryAnswered(answer) }
     }
 }
 
