@@ -232,6 +232,11 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         if runNow { hook() }
     }
 
+    /// The credential `record`'s attempt runs with, while it is current (a run with a recovery).
+    func credential(of record: CallbackAttempt) -> (any Sendable)? {
+        state.withLock { s in s.currentAttempt == record.id ? s.machine.credential : nil }
+    }
+
     /// Whether `record`'s attempt ended before its completion was called.
     func isAbandoned(_ record: CallbackAttempt) -> Bool {
         state.withLock { s in
@@ -328,7 +333,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         var replaced: PendingTimer?
         let started: (record: CallbackAttempt, timer: PendingTimer?)? = state.withLock { s in
             guard let id, s.currentAttempt == id else { return nil }
-            let record = CallbackAttempt(runner: self, id: id, credential: s.machine.credential)
+            let record = CallbackAttempt(runner: self, id: id)
             let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
             s.calling = record
             if let timer { replaced = s.keep(timer) }
@@ -372,13 +377,17 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
             }
             return input { s, now in s.machine.recoveryAnswered(answer, at: now) }
         case .waiting(let ticket):
+            let registration = RecoveryRegistration(recovery: recovery, ticket: ticket)
+            var replaced: RecoveryRegistration?
             let waiting: Bool = state.withLock { s in
                 guard s.machine.isAcquiring else { return false }
-                s.recoveryWait = (recovery, ticket)
+                replaced = s.recoveryWait.take()
+                s.recoveryWait = registration
                 return true
             }
+            replaced?.cancel()
             guard waiting else {
-                recovery.stopWaiting(ticket)
+                registration.cancel()
                 return Fed(.none)
             }
             if let timeout { wait(timeout) }
@@ -431,7 +440,10 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
             return (user, termination, s.value.take(), s.machine.takeDuplicates())
         }
         guard let (user, termination, value, duplicates) = taken else { return }
-        state.withLock { $0.observation.take() }?.cancel()  // the condition keeps nothing of the run from here on
+        // The condition and the recovery keep nothing of the run from here on.
+        let (observation, registration) = state.withLock { ($0.observation.take(), $0.recoveryWait.take()) }
+        observation?.cancel()
+        registration?.cancel()
         if let observer = user.observer {
             termination.forEachEvent(value: value) { event in
                 if case .finished = event {

@@ -148,8 +148,10 @@ struct CallbackRunnerState {
     var waiters: [@Sendable (Result<any Sendable, any Error>) -> Void] = []
     /// A gated run's registration with its condition, until the run finishes.
     var observation: RetryConditionObservation?
-    /// The registration with the recovery while the machine waits for its answer (``RetryStateMachine/isAcquiring``).
-    var recoveryWait: (recovery: RecoveryCore, ticket: RecoveryTicket)?
+    /// The last registration with the recovery (``RetryStateMachine/Action/acquire``), until the run finishes or
+    /// registers again: called off then, if the recovery has not answered it. (An answer the machine no longer waits for
+    /// changes nothing.)
+    var recoveryWait: RecoveryRegistration?
 
     init(machine: RetryStateMachine, user: CallbackUserClosures) {
         self.machine = machine
@@ -186,23 +188,30 @@ struct CallbackRunnerState {
         var leftovers = Leftovers()
         if let hook, hook.id != currentAttempt { leftovers.hook = self.hook.take()?.run }
         if let timer, !wants(timer) { leftovers.timer = self.timer.take() }
-        if recoveryWait != nil, !machine.isAcquiring { leftovers.recoveryWait = recoveryWait.take() }
         return leftovers
     }
 }
 
-/// What an input took out of the state: a cancel hook to run (its attempt was abandoned), a timer to cancel and a
-/// wait for the recovery to call off.
+/// What an input took out of the state: a cancel hook to run (its attempt was abandoned) and a timer to cancel.
 struct Leftovers {
     var hook: (@Sendable () -> Void)?
     var timer: PendingTimer?
-    var recoveryWait: (recovery: RecoveryCore, ticket: RecoveryTicket)?
 
-    /// Runs the hook, cancels the timer and calls off the wait: after unlocking.
+    /// Runs the hook and cancels the timer: after unlocking.
     consuming func discard() {
         hook?()
         timer?.cancel()
-        if let (recovery, ticket) = recoveryWait { recovery.stopWaiting(ticket) }
+    }
+}
+
+/// A runner's registration with a recovery whose answer it waits for.
+struct RecoveryRegistration {
+    let recovery: RecoveryCore
+    let ticket: RecoveryTicket
+
+    /// Calls the registration off (after unlocking): the recovery keeps nothing of the runner.
+    func cancel() {
+        recovery.stopWaiting(ticket)
     }
 }
 
@@ -261,15 +270,12 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
 
     let runner: CallbackRunner
     let id: AttemptID
-    /// The credential the attempt runs with (a run with a recovery); `nil` otherwise.
-    let credential: (any Sendable)?
     /// Under the runner's lock.
     var calls = Calls.none
 
-    init(runner: CallbackRunner, id: AttemptID, credential: (any Sendable)?) {
+    init(runner: CallbackRunner, id: AttemptID) {
         self.runner = runner
         self.id = id
-        self.credential = credential
     }
 
     deinit {
@@ -290,6 +296,11 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
 
     func isAbandoned(_ attempt: RetryAttempt) -> Bool {
         runner.isAbandoned(self)
+    }
+
+    /// The credential the attempt runs with (a run with a recovery), while it is current; `nil` otherwise.
+    var credential: (any Sendable)? {
+        runner.credential(of: self)
     }
 }
 

@@ -324,11 +324,10 @@ package struct RetryStateMachine: Sendable {
     package func termination(withAttempts: Bool) -> RetryTermination? {
         guard case .finished(let ending) = state else { return nil }
         let now = ending.at
-        let recovery = recoveryState
         let summary = RetrySummary(
             reason: ending.reason.summaryReason, attempts: totalAttempts,
             elapsed: isPlain ? now : now + trialBox.origin,
-            recoveries: recovery?.recoveries ?? 0, recoveryWait: recovery?.waited ?? .zero)
+            recoveries: recoveryBox?.state.recoveries ?? 0, recoveryWait: recoveryBox?.state.waited ?? .zero)
         guard withAttempts else {
             return RetryTermination(
                 summary: summary, error: error(of: ending), failedAttempt: nil, succeededAttempt: nil)
@@ -369,7 +368,7 @@ package struct RetryStateMachine: Sendable {
         case .conditionEnded: return RetryError(.conditionEnded, lastError: lastError, attempts: totalAttempts)
         case .recoveryFailed:
             return RetryError(
-                .recoveryFailed, lastError: recoveryState?.failure ?? lastError, attempts: attemptsRun,
+                .recoveryFailed, lastError: recoveryBox?.state.failure ?? lastError, attempts: attemptsRun,
                 elapsed: ending.at)
         case .recoveryLimitExceeded:
             return RetryError(.recoveryLimitExceeded, lastError: lastError, attempts: attemptsRun, elapsed: ending.at)
@@ -576,7 +575,7 @@ package struct RetryStateMachine: Sendable {
         guard case .acquiring(_, let since) = state, let recovery = configuration.recovery else { return nil }
         var timeout: Duration?
         if let deadline = configuration.totalTimeout { timeout = Swift.max(deadline - since, .zero) }
-        return (recovery, recoveryState?.stale, timeout)
+        return (recovery, recoveryBox?.state.stale, timeout)
     }
 
     /// Whether the machine waits for the recovery's answer: the only time a runner's registration with the recovery is
@@ -588,12 +587,7 @@ package struct RetryStateMachine: Sendable {
 
     /// The credential the recovery gave for the current attempt (the operation runs with it); `nil` without a recovery.
     package var credential: (any Sendable)? {
-        recoveryState?.credential
-    }
-
-    /// The recovery's part of the machine; `nil` until the retrier first waits for its recovery.
-    private var recoveryState: RecoveryState? {
-        recoveryBox?.state
+        recoveryBox?.state.credential  // one field: the whole state is not copied
     }
 
     /// Changes the recovery's part of the machine: in place when this machine alone holds it, otherwise in a copy.
