@@ -72,7 +72,7 @@ public struct HTTPAuthenticator<Credential: Sendable>: Sendable {
         window: RecoveryWindow = RecoveryWindow(),
         failureStatusCodes: Set<Int> = [401],
         otherFailures: @escaping @Sendable (any Error) -> Bool = { _ in false },
-        requiresRefresh: @escaping @Sendable (Credential) -> Bool = { _ in false },
+        requiresRefresh: (@Sendable (Credential) -> Bool)? = nil,
         apply: @escaping @Sendable (_ credential: Credential, _ request: inout URLRequest) -> Void,
         refresh:
             @escaping @Sendable (
@@ -102,7 +102,7 @@ public struct HTTPAuthenticator<Credential: Sendable>: Sendable {
         window: RecoveryWindow = RecoveryWindow(),
         failureStatusCodes: Set<Int> = [401],
         otherFailures: @escaping @Sendable (any Error) -> Bool = { _ in false },
-        requiresRefresh: @escaping @Sendable (Credential) -> Bool = { _ in false },
+        requiresRefresh: (@Sendable (Credential) -> Bool)? = nil,
         apply: @escaping @Sendable (_ credential: Credential, _ request: inout URLRequest) -> Void,
         refresh: @escaping @Sendable (_ current: Credential?) async throws -> Credential
     ) {

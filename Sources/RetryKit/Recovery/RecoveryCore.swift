@@ -52,7 +52,8 @@ package protocol RecoveryWaiter: AnyObject, Sendable {
 package final class RecoveryCore: Sendable {
     let window: RecoveryWindow
     let recognises: @Sendable (any Error) -> Bool
-    let requiresRefresh: @Sendable (any Sendable) -> Bool
+    /// `nil` when no credential needs a refresh before use (then no check runs before an attempt).
+    let requiresRefresh: (@Sendable (any Sendable) -> Bool)?
     let refresh: @Sendable (_ current: (any Sendable)?, _ done: RefreshCompletion) -> Void
     /// The time the window measures refreshes on (time since an arbitrary origin).
     let now: @Sendable () -> Duration
@@ -73,7 +74,7 @@ package final class RecoveryCore: Sendable {
 
     init(
         credential: (any Sendable)?, window: RecoveryWindow, recognises: @escaping @Sendable (any Error) -> Bool,
-        requiresRefresh: @escaping @Sendable (any Sendable) -> Bool,
+        requiresRefresh: (@Sendable (any Sendable) -> Bool)?,
         refresh: @escaping @Sendable (_ current: (any Sendable)?, _ done: RefreshCompletion) -> Void,
         now: @escaping @Sendable () -> Duration
     ) {
@@ -120,14 +121,15 @@ package final class RecoveryCore: Sendable {
                 case refused
                 case wait(RecoveryTicket, start: (number: UInt64, credential: (any Sendable)?)?)
             }
-            let now = self.now()
             let step: Step = state.withLock { s in
                 if s.refreshing == nil, let credential = s.credential, stale.map({ s.generation > $0 }) ?? true {
                     return .check(credential, s.generation)
                 }
                 var start: (UInt64, (any Sendable)?)?
                 if s.refreshing == nil {
-                    // No usable credential: refresh it, if the window allows.
+                    // No usable credential: refresh it, if the window allows (the time source is RetryKit's or a test's
+                    // clock: no user code).
+                    let now = self.now()
                     guard window.allows(after: s.recentStarts, at: now) else { return .refused }
                     s.refreshesStarted += 1
                     s.refreshing = s.refreshesStarted
@@ -142,7 +144,9 @@ package final class RecoveryCore: Sendable {
             switch step {
             case .check(let credential, let generation):
                 // User code, outside the lock: a credential known to be expired is refreshed before use.
-                guard requiresRefresh(credential) else { return .answered(.ready(credential, generation: generation)) }
+                guard let requiresRefresh, requiresRefresh(credential) else {
+                    return .answered(.ready(credential, generation: generation))
+                }
                 stale = generation
             case .refused:
                 return .answered(.limitExceeded)

@@ -96,14 +96,14 @@ public final class RetryRecovery<Credential: Sendable>: Sendable {
     ///   - recognises: Whether an attempt's error means the credential failed (an authentication failure), to be
     ///     answered by a refresh. Other errors go to the plan's strategy.
     ///   - requiresRefresh: Whether a credential must be refreshed before it is used (an expiry known in advance).
-    ///     `false` for every credential by default.
+    ///     `nil` (the default): never.
     ///   - refresh: Makes a new credential from the current one (`nil` if there is none) and calls its completion once,
     ///     from any thread, with the credential or an error.
     public init(
         credential: Credential? = nil,
         window: RecoveryWindow = RecoveryWindow(),
         when recognises: @escaping @Sendable (any Error) -> Bool,
-        requiresRefresh: @escaping @Sendable (Credential) -> Bool = { _ in false },
+        requiresRefresh: (@Sendable (Credential) -> Bool)? = nil,
         refresh:
             @escaping @Sendable (
                 _ current: Credential?, _ completion: @escaping @Sendable (Result<Credential, any Error>) -> Void
@@ -123,13 +123,13 @@ public final class RetryRecovery<Credential: Sendable>: Sendable {
     ///   - recognises: Whether an attempt's error means the credential failed (an authentication failure), to be
     ///     answered by a refresh. Other errors go to the plan's strategy.
     ///   - requiresRefresh: Whether a credential must be refreshed before it is used (an expiry known in advance).
-    ///     `false` for every credential by default.
+    ///     `nil` (the default): never.
     ///   - refresh: Makes a new credential from the current one (`nil` if there is none), or throws.
     public convenience init(
         credential: Credential? = nil,
         window: RecoveryWindow = RecoveryWindow(),
         when recognises: @escaping @Sendable (any Error) -> Bool,
-        requiresRefresh: @escaping @Sendable (Credential) -> Bool = { _ in false },
+        requiresRefresh: (@Sendable (Credential) -> Bool)? = nil,
         refresh: @escaping @Sendable (_ current: Credential?) async throws -> Credential
     ) {
         self.init(
@@ -148,7 +148,7 @@ public final class RetryRecovery<Credential: Sendable>: Sendable {
     /// A recovery whose window measures time with `now` (time since any fixed origin), for tests on virtual time.
     package init(
         credential: Credential?, window: RecoveryWindow, when recognises: @escaping @Sendable (any Error) -> Bool,
-        requiresRefresh: @escaping @Sendable (Credential) -> Bool = { _ in false },
+        requiresRefresh: (@Sendable (Credential) -> Bool)? = nil,
         refresh:
             @escaping @Sendable (
                 _ current: Credential?, _ completion: @escaping @Sendable (Result<Credential, any Error>) -> Void
@@ -176,16 +176,19 @@ public final class RetryRecovery<Credential: Sendable>: Sendable {
     /// The erased engine for the typed closures.
     private static func core(
         credential: Credential?, window: RecoveryWindow, recognises: @escaping @Sendable (any Error) -> Bool,
-        requiresRefresh: @escaping @Sendable (Credential) -> Bool,
+        requiresRefresh: (@Sendable (Credential) -> Bool)?,
         refresh: @escaping @Sendable (Credential?, @escaping @Sendable (Result<Credential, any Error>) -> Void) -> Void,
         now: @escaping @Sendable () -> Duration
     ) -> RecoveryCore {
-        RecoveryCore(
-            credential: credential, window: window, recognises: recognises,
-            requiresRefresh: { erased in
+        var erasedCheck: (@Sendable (any Sendable) -> Bool)?
+        if let requiresRefresh {
+            erasedCheck = { erased in
                 guard let credential = erased as? Credential else { return true }  // not reached: only ours are stored
                 return requiresRefresh(credential)
-            },
+            }
+        }
+        return RecoveryCore(
+            credential: credential, window: window, recognises: recognises, requiresRefresh: erasedCheck,
             refresh: { erased, done in
                 refresh(erased as? Credential) { result in done(result.map { $0 as any Sendable }) }
             },
