@@ -586,7 +586,9 @@ func recovery(_ kind: String, count: Int) -> String {
             handles.append(
                 plan.execute(on: queues[index % queues.count]) { (token, _, done: AttemptCompletion<Int>) in
                     done(Result { try attempt(token) })
-                } completion: { _, _ in finished.increment() })
+                } completion: { _, _ in
+                    finished.increment()
+                })
         case "async":
             tasks.append(
                 Task.detached {
@@ -607,7 +609,8 @@ func recovery(_ kind: String, count: Int) -> String {
     var last: UInt64 = 0
     for index in 0..<count { last = max(last, retryStarts[index]) }
     let load = (try? String(contentsOfFile: "/proc/loadavg", encoding: .utf8))?.split(separator: " ").first ?? "?"
-    return "figure=recovery kind=\(kind) count=\(count) bytes_per_item=\(format(Double(after - before) / Double(count), 0)) "
+    return
+        "figure=recovery kind=\(kind) count=\(count) bytes_per_item=\(format(Double(after - before) / Double(count), 0)) "
         + "refreshes=\(refreshes.count) all_ended=\(ended) "
         + "last_retry_ms=\(format(Double(last > refreshEnd ? last - refreshEnd : 0) / 1e6, 1)) loadavg_1m=\(load)"
 }

@@ -219,11 +219,15 @@ func planChain(_ remaining: Int, recovering: Bool, _ finished: DispatchSemaphore
         chainPlan.recovering(with: unusedRecovery).execute(on: callbackQueue) {
             (_: Int, attempt: RetryAttempt, done: AttemptCompletion<Int>) in
             failTwiceNow(attempt.number) { result in done(result) }
-        } completion: { result, summary in completion(result, summary) }
+        } completion: { result, summary in
+            completion(result, summary)
+        }
     } else {
         chainPlan.execute(on: callbackQueue) { (attempt: RetryAttempt, done: AttemptCompletion<Int>) in
             failTwiceNow(attempt.number) { result in done(result) }
-        } completion: { result, summary in completion(result, summary) }
+        } completion: { result, summary in
+            completion(result, summary)
+        }
     }
 }
 

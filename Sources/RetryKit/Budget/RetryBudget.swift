@@ -129,7 +129,8 @@ extension RetryStateMachine {
         if configuration.budget != nil, let refund = budgetRefund {
             switch action {
             case .finish, .repeatAfter: refund.budget.deposit(refund.tokens)
-            case .run, .consultStrategy, .withdraw, .retry, .recover, .acquire, .awaitCondition, .interrupt, .none: break
+            case .run, .consultStrategy, .withdraw, .retry, .recover, .acquire, .awaitCondition, .interrupt, .none:
+                break
             }
         }
         return action
