@@ -523,11 +523,7 @@ package struct RetryStateMachine: Sendable {
         switch state {
         case .waiting(let next): return begin(next, at: local(now))
         case .pausing: return nextTrial(at: now)
-        case .acquiring:
-            let now = local(now)
-            guard let deadline = configuration.totalTimeout, now >= deadline else { return .none }
-            stopAcquiring(at: now)
-            return finish(.deadlineExceeded, at: now)
+        case .acquiring: return acquiringDeadline(at: local(now))
         default: return .none
         }
     }
@@ -536,7 +532,7 @@ package struct RetryStateMachine: Sendable {
     @usableFromInline
     package mutating func cancel(at now: Duration) -> Action {
         if isFinished { return .none }
-        stopAcquiring(at: local(now))
+        if case .acquiring = state { stopAcquiring(at: local(now)) }
         return finish(.cancelled, at: local(now))
     }
 
@@ -601,8 +597,18 @@ package struct RetryStateMachine: Sendable {
         recoveryBox = RecoveryBox(state)
     }
 
+    /// ``waitElapsed(at:)`` while acquiring: the total deadline has come (`now` is local time), or the input is stale.
+    /// Out of line, as the rest of the recovery: a retrier without one pays nothing for it on its hot paths.
+    @inline(never)
+    private mutating func acquiringDeadline(at now: Duration) -> Action {
+        guard let deadline = configuration.totalTimeout, now >= deadline else { return .none }
+        stopAcquiring(at: now)
+        return finish(.deadlineExceeded, at: now)
+    }
+
     /// Counts the wait for the recovery, if the machine is acquiring, in the summary's ``RetrySummary/recoveryWait``:
     /// the wait ends at `now` (local time), however it ends.
+    @inline(never)
     private mutating func stopAcquiring(at now: Duration) {
         guard case .acquiring(_, let since) = state else { return }
         updateRecovery { $0.waited += Swift.max(now - since, .zero) }
