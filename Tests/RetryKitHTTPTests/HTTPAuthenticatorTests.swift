@@ -161,12 +161,14 @@ struct HTTPAuthenticatorTests {
             #expect(retried.response == nil, "\(style): a recovery's give-up is an error, not the 401")
             if let summary = retried.summary {
                 #expect(summary.reason == .recoveryFailed)
-                #expect(summary.attempts == 1)
+                // 1: its 401 asked for the refresh; 0: it was about to send its first request when the refresh had
+                // started, and waited instead of sending the token being replaced (a slow machine, a sanitizer).
+                #expect(summary.attempts <= 1)
             }
         }
         #expect(authenticator.recovery.refreshes == 1, "no second refresh")
         #expect(server.requestCount(to: Self.refreshPath) == 1)
-        #expect(server.requestCount(to: Self.itemsPath) == count)
+        #expect((1...count).contains(server.requestCount(to: Self.itemsPath)), "no request after the failed refresh")
         await tearDown(server, session)
     }
 
