@@ -10,12 +10,17 @@ import RetryKitHTTP
 /// A legacy client, as apps have them: a plain class with mutable state (not `Sendable`), completion handlers, called
 /// back on a queue of its own.
 final class LegacyClient {
-    enum LegacyError: Error { case unavailable }
+    enum LegacyError: Error { case unavailable, unauthorized }
 
     /// How many calls fail before one succeeds.
     private var failuresLeft: Int
     /// How many calls were made.
     private(set) var calls = 0
+    /// The token the server accepts now (`nil` after `expireToken()` until a refresh); `token-1` to begin with.
+    private var validToken: String? = "token-1"
+    private var tokensIssued = 1
+    /// How many times the token was refreshed.
+    private(set) var refreshes = 0
 
     init(failures: Int) {
         failuresLeft = failures
@@ -29,6 +34,29 @@ final class LegacyClient {
             completion(fails ? .failure(LegacyError.unavailable) : .success("item \(id)"))
         }
     }
+
+    /// A signed-in call: fails with `unauthorized` unless `token` is the one the server accepts now.
+    func load(_ id: Int, token: String, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
+        calls += 1
+        let accepted = token == validToken
+        DispatchQueue.global().async {
+            completion(accepted ? .success("item \(id)") : .failure(LegacyError.unauthorized))
+        }
+    }
+
+    /// Issues a new token (the old one stops working).
+    func refreshToken(_ old: String?, completion: @escaping @Sendable (Result<String, any Error>) -> Void) {
+        refreshes += 1
+        tokensIssued += 1
+        let token = "token-\(tokensIssued)"
+        validToken = token
+        DispatchQueue.global().async { completion(.success(token)) }
+    }
+
+    /// The server's side of an expiry: every token is rejected until the next refresh.
+    func expireToken() {
+        validToken = nil
+    }
 }
 
 /// An async API beside it (the half of the app that moved to async/await already).
@@ -38,6 +66,22 @@ struct ItemsAPI: Sendable {
     func fetch(_ id: Int, attempt: Int) async throws -> String {
         if attempt <= failures { throw LegacyClient.LegacyError.unavailable }
         return "item \(id)"
+    }
+}
+
+/// Tells whether code runs on the main queue, the main actor's executor. (`Thread.isMainThread` cannot: once the main
+/// thread calls `dispatchMain()`, as a test runner does, the main queue runs on other threads.)
+@MainActor
+enum MainQueue {
+    private static let key = DispatchSpecificKey<Bool>()
+
+    static func mark() {
+        DispatchQueue.main.setSpecific(key: key, value: true)
+    }
+
+    /// Whether the caller runs on the main queue (after `mark()`).
+    static var isCurrent: Bool {
+        DispatchQueue.getSpecific(key: key) == true
     }
 }
 
@@ -51,13 +95,36 @@ final class ItemsViewModel {
     private(set) var retriesLeft: Int?
     private(set) var log: [String] = []
     private(set) var feed: [String] = []
+    /// The signed-in calls' results, by id.
+    private(set) var signedIn: [Int: String] = [:]
+    /// Whether each completion of a signed-in call ran on the main queue, in the order they ran.
+    private(set) var completionsOnMainQueue: [Bool] = []
+    /// The recoveries (retries after a refresh) the signed-in calls' summaries counted.
+    private(set) var recoveries = 0
     private var handle: RetryHandle<String>?
     private var polling: RetryHandle<Never>?
+
+    /// The legacy client's token, shared by every signed-in call: a call that finds it expired waits for the one
+    /// refresh that serves every such call, then retries at once with the new token.
+    private(set) lazy var tokens = RetryRecovery<String>(
+        credential: "token-1",
+        when: { error in
+            if case .unauthorized? = error as? LegacyClient.LegacyError { return true }
+            return false
+        },
+        refresh: { [weak self] old, completion in
+            // The client lives on the main actor with the view model; the refresh may be asked for from anywhere.
+            Task { @MainActor in
+                guard let self else { return completion(.failure(CancellationError())) }
+                self.client.refreshToken(old, completion: completion)
+            }
+        })
 
     init(client: LegacyClient, api: ItemsAPI, session: URLSession) {
         self.client = client
         self.api = api
         self.session = session
+        MainQueue.mark()
     }
 
     /// The "Try again" action. Inside this type, `retry` is this method: RetryKit's function is `RetryKit.retry`.
@@ -127,6 +194,45 @@ final class ItemsViewModel {
             let status = (response as? HTTPURLResponse)?.statusCode ?? 0
             self.text = error.map { "error: \($0)" } ?? "\(status): \(String(decoding: data ?? Data(), as: UTF8.self))"
         }
+    }
+
+    /// A recovering plan's `execute(on:)`: the legacy client's signed-in call, with the shared token.
+    @discardableResult
+    func loadSignedIn(_ id: Int) -> RetryHandle<String> {
+        RetryPlan.noDelay.giveUpAfter(maxAttempts: 3).recovering(with: tokens).execute(on: .main) {
+            token, attempt, done in
+            self.client.load(id, token: token) { done($0) }
+        } observer: { event in
+            if case .attemptFailed(_, _, next: .recover) = event { self.log.append("\(id): token expired, refreshing") }
+        } completion: { result, summary in
+            self.signedInCompleted(id, result, summary)
+        }
+    }
+
+    /// A recovering plan's `executeTask(on:)`: the app's async wrapper of the signed-in call, with the shared token.
+    @discardableResult
+    func loadSignedInAsync(_ id: Int) -> RetryHandle<String> {
+        RetryPlan.noDelay.giveUpAfter(maxAttempts: 3).recovering(with: tokens).executeTask(on: .main) {
+            token, attempt in
+            try await self.fetch(id, token: token)
+        } observer: { event in
+            if case .attemptFailed(_, _, next: .recover) = event { self.log.append("\(id): token expired, refreshing") }
+        } completion: { result, summary in
+            self.signedInCompleted(id, result, summary)
+        }
+    }
+
+    /// The legacy client's signed-in call, as the half of the app that moved to async/await wraps it.
+    func fetch(_ id: Int, token: String) async throws -> String {
+        try await withCheckedThrowingContinuation { continuation in
+            client.load(id, token: token) { continuation.resume(with: $0) }
+        }
+    }
+
+    private func signedInCompleted(_ id: Int, _ result: Result<String, any Error>, _ summary: RetrySummary) {
+        completionsOnMainQueue.append(MainQueue.isCurrent)
+        recoveries += summary.recoveries
+        signedIn[id] = (try? result.get()) ?? "failed: \(result)"
     }
 
     /// The bridges: `withRetry` (async code, legacy operation) and `handle.value` (a callback retrier awaited).

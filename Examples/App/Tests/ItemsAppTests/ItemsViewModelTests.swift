@@ -84,6 +84,41 @@ struct ItemsViewModelTests {
         #expect(server.requestCount(to: "/item") == 3)
     }
 
+    // The signed-in calls below await the handles the view model returns (each returns after its completion ran):
+    // they neither sleep nor poll, and every retry after a refresh waits no delay.
+
+    @Test func anExpiredTokenIsRefreshedOnceForTheCallsThatShareIt() async throws {
+        let model = model(failures: 0)
+        model.client.expireToken()
+        let first = model.loadSignedIn(1)
+        let second = model.loadSignedIn(2)
+        #expect(try await first.value == "item 1")
+        #expect(try await second.value == "item 2")
+        #expect(model.client.refreshes == 1, "one refresh for both calls")
+        #expect(model.tokens.credential == "token-2")
+        #expect(model.recoveries >= 1, "the first call to fail waited for the refresh and retried")
+        #expect(model.log.count == model.recoveries, "the observer saw each recovery: \(model.log)")
+        #expect(model.signedIn == [1: "item 1", 2: "item 2"])
+        #expect(model.completionsOnMainQueue == [true, true])
+    }
+
+    @Test func anAsyncCallWithTheSharedToken() async throws {
+        let model = model(failures: 0)
+        model.client.expireToken()
+        #expect(try await model.loadSignedInAsync(3).value == "item 3")
+        #expect(model.client.refreshes == 1)
+        #expect(model.recoveries == 1)
+        #expect(model.log == ["3: token expired, refreshing"])
+        #expect(model.client.calls == 2, "the expired token, then the new one")
+        // The refreshed token is shared: the next call, callback or async, uses it without a refresh.
+        #expect(try await model.loadSignedIn(4).value == "item 4")
+        #expect(try await model.loadSignedInAsync(5).value == "item 5")
+        #expect(model.client.refreshes == 1)
+        #expect(model.client.calls == 4)
+        #expect(model.signedIn == [3: "item 3", 4: "item 4", 5: "item 5"])
+        #expect(model.completionsOnMainQueue == [true, true, true])
+    }
+
     @Test func theBridges() async throws {
         let model = model(failures: 1)
         let value = try await model.loadAsync(5)
