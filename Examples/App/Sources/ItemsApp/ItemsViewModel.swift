@@ -103,6 +103,8 @@ final class ItemsViewModel {
     private(set) var recoveries = 0
     private var handle: RetryHandle<String>?
     private var polling: RetryHandle<Never>?
+    /// The HTTP API's bearer token (`signIn(token:refreshURL:)`).
+    private var authenticator: HTTPAuthenticator<String>?
 
     /// The legacy client's token, shared by every signed-in call: a call that finds it expired waits for the one
     /// refresh that serves every such call, then retries at once with the new token.
@@ -233,6 +235,39 @@ final class ItemsViewModel {
         completionsOnMainQueue.append(MainQueue.isCurrent)
         recoveries += summary.recoveries
         signedIn[id] = (try? result.get()) ?? "failed: \(result)"
+    }
+
+    /// Signs in to the HTTP API: a bearer token, refreshed by a `POST` to `refreshURL` (Alamofire's refresh shape),
+    /// once for every request that got a 401 with it.
+    func signIn(token: String, refreshURL: URL) {
+        let session = self.session
+        authenticator = HTTPAuthenticator<String>(
+            credential: token,
+            apply: { token, request in request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") },
+            refresh: { _, completion in
+                var request = URLRequest(url: refreshURL)
+                request.httpMethod = "POST"
+                session.dataTask(with: request) { data, response, error in
+                    guard let data, (response as? HTTPURLResponse)?.statusCode == 200 else {
+                        return completion(.failure(error ?? URLError(.userAuthenticationRequired)))
+                    }
+                    completion(.success(String(decoding: data, as: UTF8.self)))
+                }.resume()
+            })
+    }
+
+    /// `URLSession.dataTask(with:retryPolicy:)` with an authenticated policy; its queue is the main queue, from the
+    /// caller's isolation. `nil` before `signIn(token:refreshURL:)`.
+    @discardableResult
+    func downloadSignedIn(_ url: URL) -> HTTPRetryTask? {
+        guard let authenticator else { return nil }
+        let policy = HTTPRetryPolicy.alamofireCompatible.authenticated(by: authenticator)
+        return session.dataTask(with: URLRequest(url: url), retryPolicy: policy) { data, response, error, summary in
+            let status = (response as? HTTPURLResponse)?.statusCode ?? 0
+            self.completionsOnMainQueue.append(MainQueue.isCurrent)
+            self.recoveries += summary.recoveries
+            self.text = error.map { "error: \($0)" } ?? "\(status): \(String(decoding: data ?? Data(), as: UTF8.self))"
+        }
     }
 
     /// The bridges: `withRetry` (async code, legacy operation) and `handle.value` (a callback retrier awaited).

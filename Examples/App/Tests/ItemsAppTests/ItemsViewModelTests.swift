@@ -119,6 +119,31 @@ struct ItemsViewModelTests {
         #expect(model.completionsOnMainQueue == [true, true, true])
     }
 
+    @Test func anAuthenticatedDataTaskRefreshesOnceForBothRequests() async throws {
+        let server = try ScriptedHTTPServer(scripts: ["/item": [.respond(200, body: "ok")]])
+        defer { server.stop() }
+        let token = server.requireBearerToken(on: ["/item"], refreshPath: "/auth/refresh")
+        server.expireToken()
+        let model = model()
+        model.signIn(token: token, refreshURL: server.url("/auth/refresh"))
+        let first = try #require(model.downloadSignedIn(server.url("/item")))
+        let second = try #require(model.downloadSignedIn(server.url("/item")))
+        for task in [first, second] {
+            let (data, response) = try await task.value
+            #expect((response as? HTTPURLResponse)?.statusCode == 200)
+            #expect(String(decoding: data, as: UTF8.self) == "ok")
+        }
+        #expect(server.tokenRefreshes == 1, "one refresh for both requests")
+        #expect(server.requestCount(to: "/auth/refresh") == 1)
+        let sent = server.requests(to: "/item").map {
+            $0.headers.first { $0.name.lowercased() == "authorization" }?.value
+        }
+        #expect(sent.filter { $0 == "Bearer token-2" }.count == 2, "each retried once with the new token: \(sent)")
+        #expect(model.recoveries >= 1)
+        #expect(model.text == "200: ok")
+        #expect(model.completionsOnMainQueue == [true, true])
+    }
+
     @Test func theBridges() async throws {
         let model = model(failures: 1)
         let value = try await model.loadAsync(5)
