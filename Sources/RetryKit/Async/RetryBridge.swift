@@ -264,14 +264,13 @@ final class BridgeAttempt: AttemptSink, @unchecked Sendable {
     }
 
     let bridge: RetryBridge
-    let attempt: RetryAttempt
     /// Under the bridge's lock.
     var calls = Calls.none
 
     @usableFromInline
     init(_ bridge: RetryBridge, attempt: RetryAttempt) {
         self.bridge = bridge
-        self.attempt = attempt
+        super.init(attempt: attempt)
     }
 
     deinit {
@@ -280,24 +279,22 @@ final class BridgeAttempt: AttemptSink, @unchecked Sendable {
     }
 
     @usableFromInline
-    func attemptSucceeded<V: Sendable>(value: V, _: RetryAttempt) {
+    override func attemptSucceeded<V: Sendable>(value: V) {
         // Of the call's value type: only its `AttemptCompletion<Value>` reports to this attempt; the runner casts it
         // back.
         bridge.complete(.success(value), by: self)
     }
 
     @usableFromInline
-    func attemptFailed(_ error: any Error, _: RetryAttempt) {
+    override func attemptFailed(_ error: any Error) {
         bridge.complete(.failure(error), by: self)
     }
 
-    @usableFromInline
-    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _: RetryAttempt) {
+    override func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
         bridge.setCancelHook(hook, of: self)
     }
 
-    @usableFromInline
-    func isAbandoned(_: RetryAttempt) -> Bool {
+    override var isAbandoned: Bool {
         bridge.isAbandoned(self)
     }
 }

@@ -256,7 +256,7 @@ func runBridgedAttempt<Value: Sendable>(
     }
     // The attempt is held by the completion alone (no local keeps it): when the operation lets go of every copy
     // uncalled, the attempt fails at once (see `BridgeAttempt`).
-    operation(attempt, AttemptCompletion(sink: BridgeAttempt(bridge, attempt: attempt), attempt: attempt))
+    operation(attempt, AttemptCompletion(sink: BridgeAttempt(bridge, attempt: attempt)))
     // No wait at all for an attempt that has already ended (completed while its operation ran), and no timer and no
     // cancellation handler: a cancellation that arrived while the operation was starting the attempt is taken when
     // the handler is installed, as the wait begins, or here if the operation let go of its completion uncalled (the

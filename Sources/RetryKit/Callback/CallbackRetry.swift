@@ -138,7 +138,7 @@ package func startCallbackRetrier<Value: Sendable>(
     completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void,
     trials: (RetryStateMachine.Trials, condition: RetryCondition?)? = nil
 ) -> RetryHandle<Value> {
-    let user = CallbackUserClosures(
+    let user = TypedCallbackClosures(
         operation: operation, strategy: strategy, observer: observer, onValue: onValue, completion: completion)
     return RetryHandle(
         retrier: startCallbackRunner(
@@ -151,7 +151,8 @@ package func startCallbackRetrier<Value: Sendable>(
 @usableFromInline
 func startCallbackRunner(
     configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
-    isolation: (any Actor)?, user: CallbackUserClosures, trials: (RetryStateMachine.Trials, condition: RetryCondition?)?
+    isolation: (any Actor)?, user: any CallbackUserClosures,
+    trials: (RetryStateMachine.Trials, condition: RetryCondition?)?
 ) -> any CallbackRetrier {
     let placement = callbackPlacement(queue: queue, isolation: isolation)
     var configuration = configuration
@@ -227,7 +228,7 @@ private struct MainQueueMarker: @unchecked Sendable {
 final class RejectedRetrier: CallbackRetrier {
     private let result: Result<any Sendable, any Error>
 
-    init(machine: consuming RetryStateMachine, user: CallbackUserClosures, actor: any Actor) {
+    init(machine: consuming RetryStateMachine, user: any CallbackUserClosures, actor: any Actor) {
         _ = machine.start(at: .zero)  // finishes at once: the configuration has a placement problem
         let termination =
             machine.termination
@@ -245,11 +246,11 @@ final class RejectedRetrier: CallbackRetrier {
     }
 
     private static func deliver(
-        on actor: isolated any Actor, _ closures: ActorConfined<CallbackUserClosures>,
+        on actor: isolated any Actor, _ closures: ActorConfined<any CallbackUserClosures>,
         _ termination: RetryTermination, _ result: Result<any Sendable, any Error>
     ) {
-        closures.value.observer?(.finished(termination.summary, error: termination.error))
-        closures.value.completion(result, termination.summary)
+        if closures.value.observes { closures.value.observe(.finished(termination.summary, error: termination.error)) }
+        closures.value.complete(result, termination.summary)
     }
 
     func cancel() {}

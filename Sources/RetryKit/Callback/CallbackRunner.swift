@@ -60,13 +60,13 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     private let state: Locked<CallbackRunnerState>
 
     init(
-        machine: RetryStateMachine, user: CallbackUserClosures, condition: RetryCondition?,
+        machine: RetryStateMachine, user: any CallbackUserClosures, condition: RetryCondition?,
         queue: DispatchQueue, scheduler: any RetryScheduler
     ) {
         self.queue = queue
         self.scheduler = scheduler
         self.clock = RunnerClock(scheduler)
-        self.observes = user.observer != nil
+        self.observes = user.observes
         self.condition = condition
         self.recovery = machine.configuration.recovery
         self.state = Locked(CallbackRunnerState(machine: machine, user: user))
@@ -170,7 +170,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     }
 
     /// The completion of `record`'s attempt was called (any thread).
-    func complete(_ record: CallbackAttempt, _ report: consuming AttemptReport, _ attempt: RetryAttempt) {
+    func complete(_ record: CallbackAttempt, _ report: consuming AttemptReport) {
         var report = Optional(report)
         var dropped: (@Sendable () -> Void)?  // the attempt's hook: it can no longer run
         let route: CompletionRoute = state.withLock { s in
@@ -191,7 +191,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
             guard let report = report.take() else { return }
             hop { self.perform { s, now in s.feed(report, of: record.id, at: now) } }
         case .duplicate:
-            if observes { duplicateCompleted(attempt) }
+            if observes { duplicateCompleted(record.attempt) }
         case .kept, .ignored:
             break
         }
@@ -253,11 +253,11 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     private func duplicateCompleted(_ attempt: RetryAttempt) {
         guard let sequence = state.withLock({ $0.machine.duplicateCompleted(attempt) }) else { return }
         hop {
-            let (due, observer) = self.state.withLock { s in
-                (s.machine.takeDuplicates(through: sequence), s.user?.observer)
+            let (due, user) = self.state.withLock { s in
+                (s.machine.takeDuplicates(through: sequence), s.user)
             }
-            guard let observer else { return }
-            for duplicate in due { observer(.duplicateCompletion(duplicate)) }
+            guard let user else { return }
+            for duplicate in due { user.observe(.duplicateCompletion(duplicate)) }
         }
     }
 
@@ -270,7 +270,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     }
 
     /// Carries out `fed`'s action and those that follow it, until one waits or finishes.
-    private func carryOut(_ fed: consuming Fed, _ user: CallbackUserClosures) {
+    private func carryOut(_ fed: consuming Fed, _ user: any CallbackUserClosures) {
         var next = fed
         while true {
             let step = consume next
@@ -280,10 +280,10 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
             case .run(let attempt, let timeout):
                 next = run(attempt, timeout: timeout, as: step.started, after: step.duplicates, user)
             case .consultStrategy(let context, let error):
-                let decision = context.decision(for: error, recovery: recovery, strategy: user.strategy)
+                let decision = context.decision(for: error, recovery: recovery, strategy: user.strategy(for:))
                 next = input { s, now in s.machine.decide(decision, at: now) }
             case .recover(let failed, let error):
-                user.observer?(.attemptFailed(failed, error: error, next: .recover))
+                if observes { user.observe(.attemptFailed(failed, error: error, next: .recover)) }
                 next = acquire(afterFailure: true)
             case .acquire:
                 next = acquire(afterFailure: false)
@@ -291,13 +291,13 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
                 let paid = budget.withdraw(afterTimeout: afterTimeout)
                 next = input { s, now in s.machine.budgetAnswered(paid, at: now) }
             case .retry(let delay, let failed, let error):
-                user.observer?(.attemptFailed(failed, error: error, next: .retry(after: delay)))
+                if observes { user.observe(.attemptFailed(failed, error: error, next: .retry(after: delay))) }
                 wait(delay)
                 return
             case .repeatAfter(let delay, let succeeded):
                 if let value = state.withLock({ $0.value.take() }) {
-                    user.observer?(.attemptSucceeded(succeeded, value))
-                    user.onValue?(value)
+                    if observes { user.observe(.attemptSucceeded(succeeded, value)) }
+                    user.handOver(value)
                 }
                 wait(delay)
                 return
@@ -307,8 +307,8 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
                     live = !s.machine.isFinished
                     return s.machine.interrupted(at: now)
                 }
-                if live, let attempt {
-                    user.observer?(.attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
+                if live, observes, let attempt {
+                    user.observe(.attemptFailed(attempt, error: CancellationError(), next: .giveUp(.cancelled)))
                 }
             case .finish:
                 deliver()
@@ -321,11 +321,11 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     /// returns what follows a result reported before the operation returned, or `.none`.
     private func run(
         _ attempt: RetryAttempt, timeout: Duration?, as id: AttemptID?, after duplicates: [RetryAttempt],
-        _ user: CallbackUserClosures
+        _ user: any CallbackUserClosures
     ) -> Fed {
-        if let observer = user.observer {
-            for duplicate in duplicates { observer(.duplicateCompletion(duplicate)) }
-            observer(.attemptStarted(attempt))
+        if observes {
+            for duplicate in duplicates { user.observe(.duplicateCompletion(duplicate)) }
+            user.observe(.attemptStarted(attempt))
         }
         // The attempt may have ended since the action was decided (a cancel from any thread, or from the observer):
         // checked atomically with marking the operation as being called. Once this returns `true`, a cancel is a
@@ -333,7 +333,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         var replaced: PendingTimer?
         let started: (record: CallbackAttempt, timer: PendingTimer?)? = state.withLock { s in
             guard let id, s.currentAttempt == id else { return nil }
-            let record = CallbackAttempt(runner: self, id: id)
+            let record = CallbackAttempt(runner: self, id: id, attempt: attempt)
             let timer = timeout.map { _ in PendingTimer(.timeout(id), of: self) }
             s.calling = record
             if let timer { replaced = s.keep(timer) }
@@ -342,7 +342,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         replaced?.cancel()
         guard let (record, timer) = started else { return Fed(.none) }
         if let timer, let timeout { arm(timer, after: timeout) }
-        user.operation(attempt, record)
+        user.run(record)
         // A result reported while the operation ran waits in `early`: fed now, in the lock that ends the call.
         // A report whose attempt ended meanwhile (a cancel from the operation) is released after unlocking: it may hold
         // the user's values, whose `deinit` may call back into the retrier.
@@ -435,7 +435,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     private func deliver() {
         let taken = state.withLock { s in
             guard s.machine.isFinished, let user = s.user.take(), let termination = s.machine.termination else {
-                return nil as (CallbackUserClosures, RetryTermination, (any Sendable)?, [RetryAttempt])?
+                return nil as ((any CallbackUserClosures), RetryTermination, (any Sendable)?, [RetryAttempt])?
             }
             return (user, termination, s.value.take(), s.machine.takeDuplicates())
         }
@@ -444,16 +444,16 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         let (observation, registration) = state.withLock { ($0.observation.take(), $0.recoveryWait.take()) }
         observation?.cancel()
         registration?.cancel()
-        if let observer = user.observer {
+        if observes {
             termination.forEachEvent(value: value) { event in
                 if case .finished = event {
-                    for duplicate in duplicates { observer(.duplicateCompletion(duplicate)) }
+                    for duplicate in duplicates { user.observe(.duplicateCompletion(duplicate)) }
                 }
-                observer(event)
+                user.observe(event)
             }
         }
         let result = termination.result(value: value)
-        user.completion(result, termination.summary)
+        user.complete(result, termination.summary)
         let waiters = state.withLock { s in
             s.outcome = result
             defer { s.waiters = [] }

@@ -10,83 +10,97 @@ struct AttemptID: Equatable, Sendable {
     let trial: UInt32
 }
 
-/// The user's closures of one retrier, with the value type erased (see ``CallbackUserClosures/init(operation:strategy:observer:onValue:completion:)``).
+/// The user's closures of one retrier, as the runner calls them: with the value type erased, so that the runner is not
+/// generic (generic code that is not specialized looks up type metadata at run time: a generic runner measured 79,634
+/// instructions per retrier against 5,341 for the hand-written recursion, Benchmarks/README.md). The one conforming
+/// type, ``TypedCallbackClosures``, holds an entry point's closures typed and converts at its methods.
 ///
-/// Not `Sendable`: they may be isolated to the main actor or confined to the retrier's queue, and the runner only calls
-/// them in blocks on that queue (see ``CallbackRunner``). They stay in the runner's state until the completion has run,
-/// then they are released (on the queue). A class, so that reading them under the runner's lock is one reference, not
-/// five closures.
+/// Not `Sendable`: the closures may be isolated to the main actor or confined to the retrier's queue, and the runner
+/// only calls them in blocks on that queue (see ``CallbackRunner``). They stay in the runner's state until the
+/// completion has run, then they are released (on the queue).
 @usableFromInline
-final class CallbackUserClosures {
-    /// Calls the operation with a completion that reports to the sink.
-    @usableFromInline
-    let operation: (RetryAttempt, any AttemptSink) -> Void
-    @usableFromInline
-    let strategy: (any Error) -> RetryStrategy<ContinuousClock>
-    /// Emits an event whose value, if any, is the operation's; `nil` without an observer.
-    @usableFromInline
-    let observer: ((RetryEvent<any Sendable>) -> Void)?
-    /// A repeating run's handler of each success; `nil` for a run that ends with its first success.
-    @usableFromInline
-    let onValue: ((any Sendable) -> Void)?
-    @usableFromInline
-    let completion: (Result<any Sendable, any Error>, RetrySummary) -> Void
+protocol CallbackUserClosures: AnyObject {
+    /// Whether an observer is attached: the runner builds events only then.
+    var observes: Bool { get }
+    /// Calls the operation for `record`'s attempt, with a completion that reports to `record`.
+    func run(_ record: AttemptSink)
+    /// The strategy's answer to a failure.
+    func strategy(for error: any Error) -> RetryStrategy<ContinuousClock>
+    /// Emits `event` to the observer (whose value, if any, is the operation's).
+    func observe(_ event: RetryEvent<any Sendable>)
+    /// A repeating run's handler of each success (nothing for a run that ends with its first success).
+    func handOver(_ value: any Sendable)
+    /// The completion.
+    func complete(_ result: Result<any Sendable, any Error>, _ summary: RetrySummary)
+}
 
-    /// Wraps the typed closures of an entry point. Inlinable, so that the wrappers are specialized in the caller's
-    /// module for its `Value`: the runner itself is not generic, because generic code that is not specialized looks up
-    /// type metadata at run time, and a generic runner measured 79,634 instructions per retrier against 5,341 for the
-    /// hand-written recursion (Benchmarks/README.md).
+/// An entry point's closures, typed: one object, made in the caller's module, whose methods convert between the
+/// runner's erased values and `Value`.
+///
+/// The conversions are written in the inlinable initializer as closures that capture nothing (no allocation), so that
+/// they are specialized for `Value` in the caller's module: the methods of this generic class are compiled once, for
+/// any `Value`, and building a `Result<Value, any Error>` there looks up its type metadata on every call (about 1,000
+/// instructions per retrier, measured: Benchmarks/README.md).
+@usableFromInline
+final class TypedCallbackClosures<Value: Sendable>: CallbackUserClosures {
+    @usableFromInline let operation: (RetryAttempt, AttemptCompletion<Value>) -> Void
+    @usableFromInline let strategy: (any Error) -> RetryStrategy<ContinuousClock>
+    @usableFromInline let observer: ((RetryEvent<Value>) -> Void)?
+    @usableFromInline let onValue: ((Value) -> Void)?
+    @usableFromInline let completion: (Result<Value, any Error>, RetrySummary) -> Void
+    /// `observer` called with an erased event.
+    @usableFromInline let observeErased: (TypedCallbackClosures, RetryEvent<any Sendable>) -> Void
+    /// `onValue` called with an erased value.
+    @usableFromInline let handOverErased: (TypedCallbackClosures, any Sendable) -> Void
+    /// `completion` called with an erased result.
+    @usableFromInline let completeErased: (TypedCallbackClosures, Result<any Sendable, any Error>, RetrySummary) -> Void
+
     @inlinable
-    convenience init<Value: Sendable>(
+    init(
         operation: @escaping (RetryAttempt, AttemptCompletion<Value>) -> Void,
         strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock>,
         observer: ((RetryEvent<Value>) -> Void)?,
         onValue: ((Value) -> Void)?,
         completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
     ) {
-        // Every wrapper captures the one object that holds the typed closures (a closure capturing a single object
-        // needs no context of its own).
-        let typed = TypedClosures(operation: operation, observer: observer, onValue: onValue, completion: completion)
-        self.init(
-            operation: { attempt, sink in typed.operation(attempt, AttemptCompletion(sink: sink, attempt: attempt)) },
-            strategy: strategy,
-            observer: observer == nil ? nil : { event in typed.observer?(event.typed()) },
-            onValue: onValue == nil ? nil : { value in if let value = value as? Value { typed.onValue?(value) } },
-            completion: { result, summary in typed.completion(result.typed(), summary) })
-    }
-
-    @usableFromInline
-    init(
-        operation: @escaping (RetryAttempt, any AttemptSink) -> Void,
-        strategy: @escaping (any Error) -> RetryStrategy<ContinuousClock>,
-        observer: ((RetryEvent<any Sendable>) -> Void)?, onValue: ((any Sendable) -> Void)?,
-        completion: @escaping (Result<any Sendable, any Error>, RetrySummary) -> Void
-    ) {
         self.operation = operation
         self.strategy = strategy
         self.observer = observer
         self.onValue = onValue
         self.completion = completion
+        observeErased = { closures, event in closures.observer?(event.typed()) }
+        handOverErased = { closures, value in
+            if let onValue = closures.onValue, let value = value as? Value { onValue(value) }
+        }
+        completeErased = { closures, result, summary in closures.completion(result.typed(), summary) }
     }
-}
 
-/// An entry point's closures, typed: what ``CallbackUserClosures``' wrappers call.
-@usableFromInline
-final class TypedClosures<Value: Sendable> {
-    @usableFromInline let operation: (RetryAttempt, AttemptCompletion<Value>) -> Void
-    @usableFromInline let observer: ((RetryEvent<Value>) -> Void)?
-    @usableFromInline let onValue: ((Value) -> Void)?
-    @usableFromInline let completion: (Result<Value, any Error>, RetrySummary) -> Void
+    @usableFromInline
+    var observes: Bool { observer != nil }
 
-    @inlinable
-    init(
-        operation: @escaping (RetryAttempt, AttemptCompletion<Value>) -> Void, observer: ((RetryEvent<Value>) -> Void)?,
-        onValue: ((Value) -> Void)?, completion: @escaping (Result<Value, any Error>, RetrySummary) -> Void
-    ) {
-        self.operation = operation
-        self.observer = observer
-        self.onValue = onValue
-        self.completion = completion
+    @usableFromInline
+    func run(_ record: AttemptSink) {
+        operation(record.attempt, AttemptCompletion(sink: record))
+    }
+
+    @usableFromInline
+    func strategy(for error: any Error) -> RetryStrategy<ContinuousClock> {
+        strategy(error)
+    }
+
+    @usableFromInline
+    func observe(_ event: RetryEvent<any Sendable>) {
+        observeErased(self, event)
+    }
+
+    @usableFromInline
+    func handOver(_ value: any Sendable) {
+        handOverErased(self, value)
+    }
+
+    @usableFromInline
+    func complete(_ result: Result<any Sendable, any Error>, _ summary: RetrySummary) {
+        completeErased(self, result, summary)
     }
 }
 
@@ -131,7 +145,7 @@ struct CallbackRunnerState {
     /// The engine: counts attempts, chooses delays, decides when to stop.
     var machine: RetryStateMachine
     /// The user's closures, until the completion runs.
-    var user: CallbackUserClosures?
+    var user: (any CallbackUserClosures)?
     /// The result, once the completion has run: what late awaits of ``RetryHandle/value`` receive.
     var outcome: Result<any Sendable, any Error>?
     /// The record of the attempt whose operation is being called right now, if any: a result that arrives before the
@@ -153,7 +167,7 @@ struct CallbackRunnerState {
     /// changes nothing.)
     var recoveryWait: RecoveryRegistration?
 
-    init(machine: RetryStateMachine, user: CallbackUserClosures) {
+    init(machine: RetryStateMachine, user: any CallbackUserClosures) {
         self.machine = machine
         self.user = user
     }
@@ -273,33 +287,34 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     /// Under the runner's lock.
     var calls = Calls.none
 
-    init(runner: CallbackRunner, id: AttemptID) {
+    init(runner: CallbackRunner, id: AttemptID, attempt: RetryAttempt) {
         self.runner = runner
         self.id = id
+        super.init(attempt: attempt)
     }
 
     deinit {
         if case .none = calls { runner.released(id) }
     }
 
-    func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
-        runner.complete(self, .succeeded(value), attempt)
+    override func attemptSucceeded<V: Sendable>(value: V) {
+        runner.complete(self, .succeeded(value))
     }
 
-    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
-        runner.complete(self, .failed(error), attempt)
+    override func attemptFailed(_ error: any Error) {
+        runner.complete(self, .failed(error))
     }
 
-    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
+    override func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
         runner.setCancelHook(hook, of: self)
     }
 
-    func isAbandoned(_ attempt: RetryAttempt) -> Bool {
+    override var isAbandoned: Bool {
         runner.isAbandoned(self)
     }
 
     /// The credential the attempt runs with (a run with a recovery), while it is current; `nil` otherwise.
-    var credential: (any Sendable)? {
+    override var credential: (any Sendable)? {
         runner.credential(of: self)
     }
 }

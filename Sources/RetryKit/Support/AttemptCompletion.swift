@@ -22,34 +22,34 @@
 /// Register a cancel hook with ``onCancel(_:)`` so that cancelling the retrier (or a per-attempt timeout) also cancels
 /// the work in flight, for example a `URLSessionTask`.
 public struct AttemptCompletion<Value: Sendable>: Sendable {
-    /// Where the result goes: the runner itself, or a record of this one attempt.
+    /// Where the result goes: the record of this one attempt, kept by its runner. The completion's only stored
+    /// property, so that a closure capturing nothing but `done` (`{ result in done(result) }`) needs no context of its
+    /// own.
     @usableFromInline
-    let sink: any AttemptSink
-    /// The attempt this completion belongs to.
-    @usableFromInline
-    let attempt: RetryAttempt
+    let sink: AttemptSink
 
-    /// A completion that reports attempt `attempt` to `sink`.
+    /// A completion that reports to `sink`, the record of one attempt.
     @usableFromInline
-    package init(sink: any AttemptSink, attempt: RetryAttempt) {
+    package init(sink: AttemptSink) {
         self.sink = sink
-        self.attempt = attempt
     }
 
     /// A completion for a stand-alone ``AttemptSlot``.
-    package init(
-        _ slot: AttemptSlot<Value>, attempt: RetryAttempt = RetryAttempt(number: 1, maxAttempts: 1, elapsed: .zero)
-    ) {
-        self.init(sink: slot, attempt: attempt)
+    package init(_ slot: AttemptSlot<Value>) {
+        self.init(sink: slot)
     }
+
+    /// The attempt this completion belongs to.
+    @usableFromInline
+    var attempt: RetryAttempt { sink.attempt }
 
     /// Completes the attempt with a result.
     @inlinable
     public func callAsFunction(_ result: Result<Value, any Error>) {
         // Inlinable, so that the switch is specialized in the caller's module.
         switch result {
-        case .success(let value): succeeded(value)
-        case .failure(let error): sink.attemptFailed(error, attempt)
+        case .success(let value): sink.attemptSucceeded(value: value)
+        case .failure(let error): sink.attemptFailed(error)
         }
     }
 
@@ -60,18 +60,12 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
     @inlinable
     public func callAsFunction(_ value: Value?, _ error: (any Error)?) {
         if let error {
-            sink.attemptFailed(error, attempt)
+            sink.attemptFailed(error)
         } else if let value {
-            succeeded(value)
+            sink.attemptSucceeded(value: value)
         } else {
-            sink.attemptFailed(RetryError(.missingResult), attempt)
+            sink.attemptFailed(RetryError(.missingResult))
         }
-    }
-
-    /// Reports `value` to the sink, typed (a sink that knows `Value` takes it as it is).
-    @inlinable
-    func succeeded(_ value: Value) {
-        sink.attemptSucceeded(value: value, attempt)
     }
 
     /// Registers work to run if the attempt is abandoned: the retrier was cancelled or the attempt timed out.
@@ -80,38 +74,48 @@ public struct AttemptCompletion<Value: Sendable>: Sendable {
     /// already abandoned, it runs at once; if the attempt has already completed, it never runs. A later registration
     /// replaces an earlier one that has not run.
     public func onCancel(_ hook: @escaping @Sendable () -> Void) {
-        sink.setCancelHook(hook, attempt)
+        sink.setCancelHook(hook)
     }
 
     /// Whether the attempt has been abandoned (cancelled or timed out).
-    public var isCancelled: Bool { sink.isAbandoned(attempt) }
+    public var isCancelled: Bool { sink.isAbandoned }
 
     /// The credential the attempt runs with, in a run with a recovery (``RecoveringRetryPlan``); `nil` otherwise.
     @usableFromInline
     package var credential: (any Sendable)? { sink.credential }
 }
 
-/// What an ``AttemptCompletion`` reports to: the runner of the attempt, or a record of that one attempt.
+/// The record of one attempt, as its ``AttemptCompletion`` sees it: where the completion's calls go. Each runner
+/// subclasses it (``CallbackAttempt``, ``BridgeAttempt``, ``AttemptSlot``); this class itself is never instantiated,
+/// and its methods are overridden by every subclass (their bodies here do nothing).
 ///
-/// Not generic, so that a completion is one type whatever runs it. A success arrives typed: the sink, made by the
-/// runner that created the completion, knows the value type and casts the value back to it.
+/// A class rather than a protocol, so that a completion is one object reference (an existential of a class-bound
+/// protocol is two words, and a closure capturing it needs a context allocated per attempt). Not generic, so that a
+/// completion is one type whatever runs it: a success arrives typed, and the subclass, made by the runner that created
+/// the completion, knows the value type.
 @usableFromInline
-package protocol AttemptSink: AnyObject, Sendable {
-    /// The attempt's completion was called with a value.
-    func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt)
-    /// The attempt's completion was called with an error.
-    func attemptFailed(_ error: any Error, _ attempt: RetryAttempt)
-    /// ``AttemptCompletion/onCancel(_:)``.
-    func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt)
-    /// ``AttemptCompletion/isCancelled``.
-    func isAbandoned(_ attempt: RetryAttempt) -> Bool
-    /// The credential the attempt runs with, in a run with a recovery; `nil` otherwise.
-    var credential: (any Sendable)? { get }
-}
+package class AttemptSink: @unchecked Sendable {
+    // @unchecked Sendable: `attempt` is immutable; each subclass says why its own state is safe to share.
 
-extension AttemptSink {
-    /// No credential: a sink outside a run with a recovery.
+    /// The attempt the completion belongs to.
     @usableFromInline
+    package let attempt: RetryAttempt
+
+    init(attempt: RetryAttempt) {
+        self.attempt = attempt
+    }
+
+    /// The attempt's completion was called with a value.
+    @usableFromInline
+    package func attemptSucceeded<V: Sendable>(value: V) {}
+    /// The attempt's completion was called with an error.
+    @usableFromInline
+    package func attemptFailed(_ error: any Error) {}
+    /// ``AttemptCompletion/onCancel(_:)``.
+    package func setCancelHook(_ hook: @escaping @Sendable () -> Void) {}
+    /// ``AttemptCompletion/isCancelled``.
+    package var isAbandoned: Bool { false }
+    /// The credential the attempt runs with, in a run with a recovery; `nil` otherwise (the default).
     package var credential: (any Sendable)? { nil }
 }
 
@@ -175,7 +179,8 @@ package struct AttemptRecord: Sendable {
 
 /// A stand-alone attempt: delivers the first result to a closure, reports duplicates and runs the cancel hook at most
 /// once, behind its own lock. Used by runners that have no state of their own to keep the attempt in.
-package final class AttemptSlot<Value: Sendable>: AttemptSink {
+package final class AttemptSlot<Value: Sendable>: AttemptSink, @unchecked Sendable {
+    // @unchecked Sendable: the attempt's record is only accessed under `state`'s lock; the closures are `@Sendable`.
     private let state = Locked(AttemptRecord())
     private let onResult: @Sendable (Result<Value, any Error>) -> Void
     private let onDuplicate: @Sendable () -> Void
@@ -183,12 +188,15 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
     /// - Parameters:
     ///   - onResult: Receives the first result, unless the attempt was abandoned before it arrived.
     ///   - onDuplicate: Called for every call after the first.
+    ///   - attempt: The attempt the slot's completion belongs to.
     package init(
+        attempt: RetryAttempt = RetryAttempt(number: 1, maxAttempts: 1, elapsed: .zero),
         onResult: @escaping @Sendable (Result<Value, any Error>) -> Void,
         onDuplicate: @escaping @Sendable () -> Void
     ) {
         self.onResult = onResult
         self.onDuplicate = onDuplicate
+        super.init(attempt: attempt)
     }
 
     package func deliver(_ result: Result<Value, any Error>) {
@@ -207,18 +215,9 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
         state.withLock { $0.abandon() }?()
     }
 
-    package func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
-        var dropped: (@Sendable () -> Void)?
-        let runNow = state.withLock { $0.register(hook, dropping: &dropped) }
-        withExtendedLifetime(dropped) {}  // released here, outside the lock
-        if runNow { hook() }
-    }
-
-    package var isAbandoned: Bool { state.withLock { $0.abandoned } }
-
     // MARK: AttemptSink
 
-    package func attemptSucceeded<V: Sendable>(value: V, _ attempt: RetryAttempt) {
+    package override func attemptSucceeded<V: Sendable>(value: V) {
         // Always a `Value`: only an `AttemptCompletion<Value>` reports to this slot.
         if let value = value as? Value {
             deliver(.success(value))
@@ -227,15 +226,16 @@ package final class AttemptSlot<Value: Sendable>: AttemptSink {
         }
     }
 
-    package func attemptFailed(_ error: any Error, _ attempt: RetryAttempt) {
+    package override func attemptFailed(_ error: any Error) {
         deliver(.failure(error))
     }
 
-    package func setCancelHook(_ hook: @escaping @Sendable () -> Void, _ attempt: RetryAttempt) {
-        setCancelHook(hook)
+    package override func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
+        var dropped: (@Sendable () -> Void)?
+        let runNow = state.withLock { $0.register(hook, dropping: &dropped) }
+        withExtendedLifetime(dropped) {}  // released here, outside the lock
+        if runNow { hook() }
     }
 
-    package func isAbandoned(_ attempt: RetryAttempt) -> Bool {
-        isAbandoned
-    }
+    package override var isAbandoned: Bool { state.withLock { $0.abandoned } }
 }
