@@ -127,7 +127,7 @@ public func retry<Value: Sendable>(
 @inlinable
 @discardableResult
 package func startCallbackRetrier<Value: Sendable>(
-    configuration: RetryConfiguration,
+    configuration: consuming RetryConfiguration,
     on queue: DispatchQueue,
     scheduler: any RetryScheduler,
     isolation: isolated (any Actor)? = #isolation,
@@ -150,24 +150,27 @@ package func startCallbackRetrier<Value: Sendable>(
 /// that does not depend on the value type.
 @usableFromInline
 func startCallbackRunner(
-    configuration: RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
+    configuration: consuming RetryConfiguration, queue: DispatchQueue, scheduler: any RetryScheduler,
     isolation: (any Actor)?, user: any CallbackUserClosures,
-    trials: (RetryStateMachine.Trials, condition: RetryCondition?)?
+    trials: consuming (RetryStateMachine.Trials, condition: RetryCondition?)?
 ) -> any CallbackRetrier {
+    // The configuration and the machine are moved, never copied: each copy of them retains their references.
     let placement = callbackPlacement(queue: queue, isolation: isolation)
-    var configuration = configuration
     configuration.placementProblem = placement.problem
-    let machine: RetryStateMachine
-    if let (trials, _) = trials {
-        machine = RetryStateMachine(configuration, trials: trials)
+    var machine: RetryStateMachine
+    var condition: RetryCondition?
+    if let (trials, trialCondition) = consume trials {
+        machine = RetryStateMachine(consume configuration, trials: trials)
+        condition = trialCondition
     } else {
-        machine = RetryStateMachine(configuration)
+        machine = RetryStateMachine(consume configuration)
     }
     if let actor = placement.otherActor {
-        return RejectedRetrier(machine: machine, user: user, actor: actor)
+        return RejectedRetrier(machine: consume machine, user: user, actor: actor)
     }
     let runner = CallbackRunner(
-        machine: machine, user: user, condition: trials?.condition, queue: placement.queue, scheduler: scheduler)
+        machine: consume machine, user: user, condition: condition.take(), queue: placement.queue,
+        scheduler: scheduler)
     runner.start()
     return runner
 }

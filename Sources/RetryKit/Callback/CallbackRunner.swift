@@ -60,7 +60,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
     private let state: Locked<CallbackRunnerState>
 
     init(
-        machine: RetryStateMachine, user: any CallbackUserClosures, condition: RetryCondition?,
+        machine: consuming RetryStateMachine, user: any CallbackUserClosures, condition: RetryCondition?,
         queue: DispatchQueue, scheduler: any RetryScheduler
     ) {
         self.queue = queue
@@ -69,7 +69,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         self.observes = user.observes
         self.condition = condition
         self.recovery = machine.configuration.recovery
-        self.state = Locked(CallbackRunnerState(machine: machine, user: user))
+        self.state = Locked(CallbackRunnerState(machine: consume machine, user: user))
     }
 
     /// Starts the retrier: its first attempt runs in a block on the queue.
@@ -169,8 +169,11 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         }
     }
 
-    /// The completion of `record`'s attempt was called (any thread).
-    func complete(_ record: CallbackAttempt, _ report: consuming AttemptReport) {
+    /// The completion of `record`'s attempt was called (any thread). `keep` stores what the report needs in the record
+    /// (a success's value), under the lock, when the call is the attempt's result.
+    func complete(
+        _ record: CallbackAttempt, _ report: consuming AttemptReport, keep: (CallbackAttempt) -> Void
+    ) {
         var report = Optional(report)
         var dropped: (@Sendable () -> Void)?  // the attempt's hook: it can no longer run
         let route: CompletionRoute = state.withLock { s in
@@ -180,6 +183,7 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
                 return .ignored
             }
             record.calls = .result
+            keep(record)
             dropped = s.hook.take()?.run
             guard s.calling === record else { return .hop }
             s.early = report.take()  // the operation has not returned: fed when it does
@@ -433,15 +437,25 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
 
     /// Emits the final events, runs the completion, then resumes the tasks awaiting the value. Once, on the queue.
     private func deliver() {
-        let taken = state.withLock { s in
-            guard s.machine.isFinished, let user = s.user.take(), let termination = s.machine.termination else {
-                return nil as ((any CallbackUserClosures), RetryTermination, (any Sendable)?, [RetryAttempt])?
-            }
-            return (user, termination, s.value.take(), s.machine.takeDuplicates())
+        // Everything is taken in one lock, into plain variables (an optional tuple holding the value would be copied and
+        // destroyed through run-time value witnesses).
+        var user: (any CallbackUserClosures)?
+        var termination: RetryTermination?
+        var value: (any Sendable)?
+        var duplicates: [RetryAttempt] = []
+        var observation: RetryConditionObservation?
+        var registration: RecoveryRegistration?
+        state.withLock { s in
+            guard s.user != nil, let finished = s.machine.termination(withAttempts: observes) else { return }
+            user = s.user.take()
+            termination = finished
+            value = s.value.take()
+            duplicates = s.machine.takeDuplicates()
+            // The condition and the recovery keep nothing of the run from here on.
+            observation = s.observation.take()
+            registration = s.recoveryWait.take()
         }
-        guard let (user, termination, value, duplicates) = taken else { return }
-        // The condition and the recovery keep nothing of the run from here on.
-        let (observation, registration) = state.withLock { ($0.observation.take(), $0.recoveryWait.take()) }
+        guard let user, let termination else { return }
         observation?.cancel()
         registration?.cancel()
         if observes {

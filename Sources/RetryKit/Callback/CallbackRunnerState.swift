@@ -133,10 +133,12 @@ extension Result where Success == any Sendable, Failure == any Error {
     }
 }
 
-/// What an attempt's completion reported, the value erased. Not a `Result<any Sendable, any Error>`: the standard
-/// library's generic `Result` is copied and destroyed through its run-time value witnesses, this enum by code of its own.
+/// What an attempt's completion reported. A success's value stays in its record (``CallbackAttempt/value``) until the
+/// machine accepts it: a value of unknown type (`any Sendable`) in this enum would make every copy and destruction of
+/// a report, on the path of every failure too, go through run-time value witnesses (about 1,000 instructions per
+/// retrier, measured: Benchmarks/README.md).
 enum AttemptReport {
-    case succeeded(any Sendable)
+    case succeeded(CallbackAttempt)
     case failed(any Error)
 }
 
@@ -167,7 +169,7 @@ struct CallbackRunnerState {
     /// changes nothing.)
     var recoveryWait: RecoveryRegistration?
 
-    init(machine: RetryStateMachine, user: any CallbackUserClosures) {
+    init(machine: consuming RetryStateMachine, user: any CallbackUserClosures) {
         self.machine = machine
         self.user = user
     }
@@ -269,8 +271,8 @@ final class PendingTimer: @unchecked Sendable {
 /// while it calls the operation): when the last copy of the completion is released uncalled, `deinit` tells the runner,
 /// which fails the attempt with ``RetryError/Reason-swift.enum/completionReleased`` if it is still current.
 final class CallbackAttempt: AttemptSink, @unchecked Sendable {
-    // @unchecked Sendable: `calls` is only accessed while the runner's lock is held, except in `deinit`, which runs
-    // after every other holder has let go. Everything else is immutable.
+    // @unchecked Sendable: `calls` and `value` are only accessed while the runner's lock is held, except in `deinit`,
+    // which runs after every other holder has let go. Everything else is immutable.
 
     /// What became of the completion's first call.
     enum Calls {
@@ -286,6 +288,9 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     let id: AttemptID
     /// Under the runner's lock.
     var calls = Calls.none
+    /// The value of the completion's first call, when it succeeded, until the machine accepts it (or the record is
+    /// released with it: the attempt had ended meanwhile). Under the runner's lock.
+    var value: (any Sendable)?
 
     init(runner: CallbackRunner, id: AttemptID, attempt: RetryAttempt) {
         self.runner = runner
@@ -298,11 +303,11 @@ final class CallbackAttempt: AttemptSink, @unchecked Sendable {
     }
 
     override func attemptSucceeded<V: Sendable>(value: V) {
-        runner.complete(self, .succeeded(value))
+        runner.complete(self, .succeeded(self)) { $0.value = value }
     }
 
     override func attemptFailed(_ error: any Error) {
-        runner.complete(self, .failed(error))
+        runner.complete(self, .failed(error)) { _ in }
     }
 
     override func setCancelHook(_ hook: @escaping @Sendable () -> Void) {
@@ -405,8 +410,8 @@ extension CallbackRunnerState {
     {
         guard currentAttempt == id else { return .none }
         switch consume report {
-        case .succeeded(let success):
-            value = success
+        case .succeeded(let record):
+            value = record.value.take()
             return machine.attemptSucceededRefunding(id.number, at: now)  // a budget's refund: no user code
         case .failed(let error):
             return machine.attemptFailed(id.number, error: error, at: now)
