@@ -446,9 +446,10 @@ final class CallbackRunner: CallbackRetrier, RecoveryWaiter {
         var observation: RetryConditionObservation?
         var registration: RecoveryRegistration?
         state.withLock { s in
-            guard s.user != nil, let finished = s.machine.termination(withAttempts: observes) else { return }
+            guard s.user != nil else { return }
+            termination = s.machine.termination(withAttempts: observes)
+            guard termination != nil else { return }
             user = s.user.take()
-            termination = finished
             value = s.value.take()
             duplicates = s.machine.takeDuplicates()
             // The condition and the recovery keep nothing of the run from here on.
