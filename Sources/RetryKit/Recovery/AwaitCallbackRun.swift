@@ -34,12 +34,12 @@ extension RetryHandle: AwaitedCallbackRun {}
 ///
 /// - **Events**: `observer` runs in the caller's isolation (`isolation`), never on the run's queue: one event at a
 ///   time, in the order the run yielded them, each at most once. Unless the awaiting task is cancelled, it receives
-///   every event the run yielded, all of them before this returns. Once the awaiting task is cancelled, the events
-///   it has not taken yet are dropped (the run's `finished` event among them, typically).
-/// - **Cancellation**: cancelling the awaiting task at any point after `start` returned (before it awaits, while it
-///   forwards events, while it awaits the outcome) calls `run.cancel()` at once, on the thread that cancels the task;
-///   a task cancelled before this is called cancels the run as soon as it has started. This then ends with what
-///   `run.value` gives a cancelled run: `CancellationError`, unless the run had already finished.
+///   every event the run yielded, all of them before this returns. Once the awaiting task is cancelled, it may miss
+///   the events the run yields from then on (the run's `finished` event, typically).
+/// - **Cancellation**: cancelling the awaiting task while this forwards events or awaits the outcome calls
+///   `run.cancel()` at once, on the thread that cancels the task; a task cancelled earlier (before this is called, or
+///   while `start` runs) cancels the run as soon as `start` has returned. This then ends as `run.value` does for a
+///   cancelled run: with `CancellationError`, unless the run had already finished (then with its outcome).
 /// - **Outcome**: `run.value`, returned or thrown unchanged.
 ///
 /// - Parameters:
