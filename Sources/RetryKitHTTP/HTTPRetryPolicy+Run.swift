@@ -190,39 +190,34 @@ extension HTTPRetryPolicy {
     ) async throws -> Response {
         let policy = self
         let summary = Locked<RetrySummary?>(nil)
-        let (events, sink) = AsyncStream.makeStream(of: RetryEvent<Response>.self)
-        let handle = startCallbackRetrier(
-            configuration: configuration(classify: classify),
-            on: DispatchQueue(label: "org.retrykit.http.run", target: .global()),
-            scheduler: .dispatch,
-            isolation: nil,
-            operation: { @Sendable attempt, done in
-                let credential = done.credential
-                taskAttempt { attempt in
-                    let response = try await operation(credential, attempt)
-                    let failure = HTTPStatusError(
-                        statusCode: statusCode(response), response: response,
-                        header: { responseHeader(response, $0) })
-                    let context = HTTPRetryContext(
-                        method: method, url: url, requestHeader: requestHeader, error: failure, classify: classify,
-                        now: Date())
-                    if policy.treatsAsFailure(context) { throw failure }
-                    return response
-                }(attempt, done)
-            },
-            strategy: strategy(method: method, url: url, requestHeader: requestHeader, classify: classify),
-            observer: { @Sendable event in sink.yield(event) },
-            completion: { @Sendable _, ended in
-                summary.withLock { $0 = ended }
-                sink.finish()
-            })
-        await withTaskCancellationHandler {
-            for await event in events { observer(event) }
-        } onCancel: {
-            handle.cancel()
-        }
         do {
-            return try await handle.value
+            return try await awaitCallbackRun(observer: observer) { events in
+                startCallbackRetrier(
+                    configuration: configuration(classify: classify),
+                    on: DispatchQueue(label: "org.retrykit.http.run", target: .global()),
+                    scheduler: .dispatch,
+                    isolation: nil,
+                    operation: { @Sendable attempt, done in
+                        let credential = done.credential
+                        taskAttempt { attempt in
+                            let response = try await operation(credential, attempt)
+                            let failure = HTTPStatusError(
+                                statusCode: statusCode(response), response: response,
+                                header: { responseHeader(response, $0) })
+                            let context = HTTPRetryContext(
+                                method: method, url: url, requestHeader: requestHeader, error: failure,
+                                classify: classify, now: Date())
+                            if policy.treatsAsFailure(context) { throw failure }
+                            return response
+                        }(attempt, done)
+                    },
+                    strategy: strategy(method: method, url: url, requestHeader: requestHeader, classify: classify),
+                    observer: { @Sendable event in events.yield(event) },
+                    completion: { @Sendable _, ended in
+                        summary.withLock { $0 = ended }
+                        events.finish()
+                    })
+            }
         } catch {
             return try Self.giveUp(error, summary: summary.withLock { $0 }, as: Response.self)
         }

@@ -72,6 +72,9 @@ public final class HTTPRetryTask: Sendable {
     }
 }
 
+/// `data(for:retryPolicy:)` with an authenticator awaits its request's task with `awaitCallbackRun`.
+extension HTTPRetryTask: AwaitedCallbackRun {}
+
 /// The outcome of a retrying request once its completion handler has run, and the tasks awaiting it.
 final class HTTPRequestOutcome: Sendable {
     typealias Continuation = CheckedContinuation<URLSession.RetryResponse, any Error>

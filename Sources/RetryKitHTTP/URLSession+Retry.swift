@@ -272,18 +272,13 @@ extension URLSession {
         for request: URLRequest, policy: HTTPRetryPolicy, isolation: isolated (any Actor)? = #isolation,
         observer: (RetryEvent<RetryResponse>) -> Void
     ) async throws -> (Data, URLResponse) {
-        let (events, sink) = AsyncStream.makeStream(of: RetryEvent<RetryResponse>.self)
-        let task = startRetrying(
-            request, policy: policy, on: DispatchQueue(label: "org.retrykit.http.data", target: .global()),
-            isolation: nil, observer: { @Sendable event in sink.yield(event) },
-            completionHandler: { @Sendable _, _, _, _ in sink.finish() })
-        await withTaskCancellationHandler {
-            for await event in events { observer(event) }
-        } onCancel: {
-            task.cancel()
-        }
         do {
-            return try await task.value
+            return try await awaitCallbackRun(observer: observer) { events in
+                startRetrying(
+                    request, policy: policy, on: DispatchQueue(label: "org.retrykit.http.data", target: .global()),
+                    isolation: nil, observer: { @Sendable event in events.yield(event) },
+                    completionHandler: { @Sendable _, _, _, _ in events.finish() })
+            }
         } catch let error as URLError where error.code == .cancelled && Task.isCancelled {
             throw CancellationError()  // the completion handler's form of this task's own cancellation
         }

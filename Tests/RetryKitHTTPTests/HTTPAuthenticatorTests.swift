@@ -396,6 +396,53 @@ struct HTTPAuthenticatorTests {
         #expect(try await other.value.status == 200)
         #expect(authenticator.recovery.refreshes == 1)
     }
+
+    // MARK: - Cancelling the awaiting task cancels the run
+
+    /// `data(for:retryPolicy:)` with an authenticator awaits its run with `awaitCallbackRun`.
+    @Test func cancellingTheTaskThatAwaitsAnAuthenticatedDataForCancelsItsDataTask() async throws {
+        let stalled = StalledRequests()
+        let session = stalled.session()
+        let authenticator = HTTPAuthenticator<String>(
+            credential: "token-1",
+            apply: { token, request in request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization") },
+            refresh: { _ in "token-2" })
+        let request = makeRequest(url: try #require(stalled.url))
+        let task = Task { try await session.data(for: request, retryPolicy: Self.policy(authenticator)) }
+        await stalled.started.wait()
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        await stalled.stopped.wait()  // the run was cancelled, and its data task with it
+        #expect(authenticator.recovery.refreshes == 0)
+        stalled.close(session)
+    }
+
+    /// `run(authenticatedBy:…)` awaits its run with `awaitCallbackRun`.
+    @Test func cancellingTheTaskThatAwaitsRunAuthenticatedByCancelsTheAttemptInFlight() async throws {
+        let attempt = (started: AsyncGate(), cancelled: AsyncGate())
+        let authenticator = HTTPAuthenticator<String>(
+            credential: "token-1", apply: { _, _ in }, refresh: { _ in "token-2" })
+        let task = Task {
+            try await millisecondPolicy().run(
+                authenticatedBy: authenticator, method: .get, statusCode: { (_: FakeAuthClient.Response) in 200 },
+                responseHeader: { _, _ in nil }
+            ) { _, _ in
+                // Lasts until the attempt's task is cancelled.
+                await withTaskCancellationHandler {
+                    attempt.started.open()
+                    await attempt.cancelled.wait()
+                } onCancel: {
+                    attempt.cancelled.open()
+                }
+                throw CancellationError()
+            }
+        }
+        await attempt.started.wait()
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        await attempt.cancelled.wait()  // the run was cancelled, and the attempt's task with it
+        #expect(authenticator.recovery.refreshes == 0)
+    }
 }
 
 /// A client that is not URLSession: it answers 401 unless it gets the valid token, and records every token.

@@ -146,11 +146,13 @@ public struct RecoveringRetryPlan<Credential: Sendable>: Sendable {
         operation: @escaping @Sendable (_ credential: Credential, _ attempt: RetryAttempt) async throws -> Value,
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
     ) async throws -> Value {
-        let queue = DispatchQueue(label: "RetryKit.RecoveringRetryPlan")
-        let handle = start(
-            on: queue, scheduler: scheduler, isolation: nil, operation: Self.taskAttempts(operation),
-            observer: observer, completion: { _, _ in })
-        return try await handle.value
+        // The observer runs on the run's queue, as the other styles' do (it sees `finished` even when the task is
+        // cancelled): no event goes through the awaiting task, whose wait ends with the run's completion.
+        try await awaitCallbackRun(observer: { (_: Never) in }) { ended in
+            start(
+                on: DispatchQueue(label: "RetryKit.RecoveringRetryPlan"), scheduler: scheduler, isolation: nil,
+                operation: Self.taskAttempts(operation), observer: observer, completion: { _, _ in ended.finish() })
+        }
     }
 
     /// A completion-handler attempt that runs `operation` in a new `Task`, cancelled with the attempt.

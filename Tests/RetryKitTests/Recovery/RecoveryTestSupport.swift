@@ -105,3 +105,21 @@ func tokenRecovery(
         credential: credential, window: window, when: { $0 is Unauthorized }, requiresRefresh: requiresRefresh,
         refresh: refresh.refresh, now: { scheduler.now })
 }
+
+/// An attempt that lasts until its task is cancelled: ``started`` fires once it waits, ``cancelled`` from its task's
+/// cancellation handler. Never blocks a thread.
+final class AttemptUntilCancelled: Sendable {
+    let started = AsyncSignal()
+    let cancelled = AsyncSignal()
+
+    /// Suspends until the calling task is cancelled, then throws `CancellationError`.
+    func run() async throws -> Never {
+        await withTaskCancellationHandler {
+            started.fire()
+            await cancelled.wait()
+        } onCancel: {
+            cancelled.fire()
+        }
+        throw CancellationError()
+    }
+}

@@ -402,4 +402,28 @@ struct RecoveryTests {
         #expect(results.allSatisfy { $0 == "ok(t2)" })
         #expect(recovery.refreshes == 1)
     }
+
+    /// The async `execute` awaits its run with `awaitCallbackRun`: cancelling the awaiting task cancels the run, the
+    /// attempt's task with it, and the observer (on the run's queue) still sees the run end.
+    @Test func cancellingTheTaskThatAwaitsTheAsyncExecuteCancelsTheAttemptInFlight() async throws {
+        let server = TokenServer()
+        let recovery = RetryRecovery<String>(
+            credential: "t1", when: { $0 is Unauthorized }, refresh: ManualRefresh(server: server).refresh)
+        let plan = RetryPlan.noDelay.giveUpAfter(maxAttempts: 3).recovering(with: recovery)
+        let attempt = AttemptUntilCancelled()
+        let events = AsyncLog<String>()
+        let task = Task {
+            try await plan.execute(
+                operation: { _, _ -> String in try await attempt.run() },
+                observer: { events.append(asyncEventLine($0)) })
+        }
+        await attempt.started.wait()
+        task.cancel()
+        await #expect(throws: CancellationError.self) { try await task.value }
+        await attempt.cancelled.wait()  // the attempt's task was cancelled
+        #expect(events.values.count == 2)
+        #expect(events.values.first?.hasPrefix("started 1/3") == true, "\(events.values)")
+        #expect(events.values.last?.hasPrefix("finished cancelled after 1") == true, "\(events.values)")
+        #expect(recovery.refreshes == 0)
+    }
 }
