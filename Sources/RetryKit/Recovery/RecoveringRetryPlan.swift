@@ -147,11 +147,11 @@ public struct RecoveringRetryPlan<Credential: Sendable>: Sendable {
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
     ) async throws -> Value {
         // The observer runs on the run's queue, as the other styles' do (it sees `finished` even when the task is
-        // cancelled): no event goes through the awaiting task, whose wait ends with the run's completion.
-        try await awaitCallbackRun(observer: { (_: Never) in }) { ended in
+        // cancelled): no event goes through the awaiting task.
+        try await awaitCallbackRun {
             start(
                 on: DispatchQueue(label: "RetryKit.RecoveringRetryPlan"), scheduler: scheduler, isolation: nil,
-                operation: Self.taskAttempts(operation), observer: observer, completion: { _, _ in ended.finish() })
+                operation: Self.taskAttempts(operation), observer: observer, completion: { _, _ in })
         }
     }
 

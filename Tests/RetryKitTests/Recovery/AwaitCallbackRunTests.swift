@@ -146,4 +146,54 @@ struct AwaitCallbackRunTests {
         run.end(.failure(AsyncTestError(id: 0)))
         await #expect(throws: CancellationError.self) { try await task.value }
     }
+
+    // The form without events (a run that delivers its events itself).
+
+    @Test func withoutEventsTheOutcomeIsTheRunsUnchanged() async throws {
+        let run = ManualRun()
+        let queue = DispatchQueue(label: "run")
+        let value = try await awaitCallbackRun {
+            queue.async { run.end(.success("value")) }
+            return run
+        }
+        #expect(value == "value")
+        #expect(run.cancels == 0)
+        let failing = ManualRun()
+        await #expect(throws: AsyncTestError(id: 3)) {
+            try await awaitCallbackRun {
+                queue.async { failing.end(.failure(AsyncTestError(id: 3))) }
+                return failing
+            }
+        }
+    }
+
+    @Test func withoutEventsCancellingTheTaskWhileItAwaitsTheValueCancelsTheRunAtOnce() async throws {
+        let run = ManualRun()
+        let task = Task { try await awaitCallbackRun { run } }
+        await run.touched.wait()  // the task waits for the value
+        task.cancel()
+        #expect(run.cancels == 1)
+        run.end(.failure(AsyncTestError(id: 0)))
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
+
+    @Test func withoutEventsATaskCancelledBeforeTheCallCancelsTheRunOnceStarted() async throws {
+        let run = ManualRun()
+        let go = AsyncSignal()
+        let startedUncancelled = Locked<Bool?>(nil)
+        let task = Task {
+            await go.wait()
+            return try await awaitCallbackRun {
+                startedUncancelled.withLock { $0 = run.cancels == 0 }
+                return run
+            }
+        }
+        task.cancel()
+        go.fire()
+        await run.touched.wait()
+        #expect(startedUncancelled.withLock { $0 } == true, "the run starts, then is cancelled")
+        #expect(run.cancels == 1)
+        run.end(.failure(AsyncTestError(id: 0)))
+        await #expect(throws: CancellationError.self) { try await task.value }
+    }
 }
