@@ -30,7 +30,7 @@ extension RetryHandle: AwaitedCallbackRun {}
 /// `start` is called once, at once, in the caller's isolation. It starts the run (on a queue of the run's own, not
 /// isolated to the caller) and returns it; the run must yield its events to `events` in order and call
 /// `events.finish()` in its completion, after its last event (a run that delivers its events elsewhere itself, on its
-/// own queue, uses ``awaitCallbackRun(isolation:start:)`` instead).
+/// own queue, needs none of this: ``RetryHandle/value`` already cancels its run when the awaiting task is cancelled).
 ///
 /// - **Events**: `observer` runs in the caller's isolation (`isolation`), never on the run's queue: one event at a
 ///   time, in the order the run yielded them, each at most once. Unless the awaiting task is cancelled, it receives
@@ -58,26 +58,6 @@ package func awaitCallbackRun<Run: AwaitedCallbackRun, Event: Sendable>(
         // Ends when the run's completion finishes the stream, or at once when the task is cancelled.
         for await event in stream { observer(event) }
         return try await run.value
-    } onCancel: {
-        run.cancel()
-    }
-}
-
-/// Awaits a completion-handler run that delivers its events itself (on its own queue): as
-/// ``awaitCallbackRun(isolation:observer:start:)`` without events to forward, so without a stream to hold (about 1.3 KB
-/// per waiting run, measured with `runner-load recovery async`).
-///
-/// - **Cancellation**: cancelling the awaiting task calls `run.cancel()` at once, on the thread that cancels the task;
-///   a task cancelled before this is called cancels the run as soon as `start` has returned. This then ends as
-///   `run.value` does for a cancelled run.
-/// - **Outcome**: `run.value`, returned or thrown unchanged.
-package func awaitCallbackRun<Run: AwaitedCallbackRun>(
-    isolation: isolated (any Actor)? = #isolation,
-    start: () -> Run
-) async throws -> Run.Value {
-    let run = start()
-    return try await withTaskCancellationHandler {
-        try await run.value
     } onCancel: {
         run.cancel()
     }

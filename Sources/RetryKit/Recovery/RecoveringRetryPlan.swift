@@ -147,12 +147,12 @@ public struct RecoveringRetryPlan<Credential: Sendable>: Sendable {
         observer: @escaping @Sendable (RetryEvent<Value>) -> Void = { _ in }
     ) async throws -> Value {
         // The observer runs on the run's queue, as the other styles' do (it sees `finished` even when the task is
-        // cancelled): no event goes through the awaiting task.
-        try await awaitCallbackRun {
-            start(
-                on: DispatchQueue(label: "RetryKit.RecoveringRetryPlan"), scheduler: scheduler, isolation: nil,
-                operation: Self.taskAttempts(operation), observer: observer, completion: { _, _ in })
-        }
+        // cancelled): no event goes through the awaiting task, so no stream is needed (`awaitCallbackRun` would hold
+        // one, ~1.3 KB per waiting run); `value` cancels the run when the awaiting task is cancelled.
+        let handle = start(
+            on: DispatchQueue(label: "RetryKit.RecoveringRetryPlan"), scheduler: scheduler, isolation: nil,
+            operation: Self.taskAttempts(operation), observer: observer, completion: { _, _ in })
+        return try await handle.value
     }
 
     /// A completion-handler attempt that runs `operation` in a new `Task`, cancelled with the attempt.

@@ -403,7 +403,7 @@ struct RecoveryTests {
         #expect(recovery.refreshes == 1)
     }
 
-    /// The async `execute` awaits its run with `awaitCallbackRun`: cancelling the awaiting task cancels the run, the
+    /// The async `execute` awaits its run's `value`: cancelling the awaiting task cancels the run, the
     /// attempt's task with it, and the observer (on the run's queue) still sees the run end.
     @Test func cancellingTheTaskThatAwaitsTheAsyncExecuteCancelsTheAttemptInFlight() async throws {
         let server = TokenServer()
